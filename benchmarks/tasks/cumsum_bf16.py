@@ -1,0 +1,25 @@
+"""Inclusive cumulative sum along the last dim, bf16, (32768, 4096)."""
+import torch
+import torch.nn as nn
+
+batch_size = 32768
+dim = 4096
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim": 4096}, {"batch_size": 127, "dim": 1000}, {"batch_size": 8, "dim": 65536}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return []

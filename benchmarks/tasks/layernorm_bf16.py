@@ -1,0 +1,27 @@
+"""LayerNorm over the last dim with weight and bias, bf16, (32768, 4096)."""
+import torch
+import torch.nn as nn
+
+batch_size = 32768
+dim = 4096
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim": 4096}, {"batch_size": 127, "dim": 1000}, {"batch_size": 64, "dim": 16384}]
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dtype=DTYPE))
+        self.bias = nn.Parameter(torch.zeros(dim, dtype=DTYPE))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias, 1e-5)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [dim]

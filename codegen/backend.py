@@ -1,0 +1,82 @@
+"""The evaluation seam: what the search needs from an evaluator, and the options it takes.
+
+The search talks to an :class:`Evaluator` bound to one task. Implementations: the local
+process-isolated evaluator (:class:`cutegen.codegen.evaluator.LocalEvaluator`), the fake one
+used in CPU tests (:class:`cutegen.testing.FakeEvaluator`), and pools or remote engines that
+wrap them behind the same interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .candidate import CandidateSource
+from .evaluation import Evaluation, Timing
+
+
+@dataclass(frozen=True, slots=True)
+class EvalOptions:
+    """How candidates are evaluated. Frozen; passed down from the run's config.
+
+    Attributes:
+        compile_only: stop after compiling (works without a GPU); verdict ``compiled``.
+        arch: target for compile-only mode (``CUTE_DSL_ARCH``); on a GPU the DSL detects it.
+        compile_timeout_s: limit for one ``cute.compile`` call (separate from run limits).
+        run_timeout_s: limit for every other phase (import, init, one call, benchmark).
+        main_trials: verification trials on the task's main shape (one distribution each).
+        hidden_shapes: also verify on the task's hidden shapes.
+        bench_warmup / bench_runs: untimed and timed calls of the benchmark (runs >= 30).
+        flush_mb: size of the buffer written before every timed call to flush the L2.
+        baselines: time eager and torch.compile in the trusted reference worker.
+        check_kernels: profile one call to prove a CuTe kernel ran and no aten op did the work.
+        log_cap_bytes: how much of a worker's stdout/stderr tail is kept.
+        host_mem_limit_mb: a worker whose resident memory grows past this is killed.
+        gpu: device index given to the workers (``CUDA_VISIBLE_DEVICES``), None = inherit.
+        keep_sass: ask the DSL for SASS (needs nvdisasm) so the sass profiler can read it.
+    """
+
+    compile_only: bool = False
+    arch: str = "sm_90a"
+    compile_timeout_s: float = 180.0
+    run_timeout_s: float = 120.0
+    main_trials: int = 3
+    hidden_shapes: bool = True
+    bench_warmup: int = 3
+    bench_runs: int = 50
+    flush_mb: int = 256
+    baselines: bool = True
+    check_kernels: bool = True
+    log_cap_bytes: int = 64 * 1024
+    host_mem_limit_mb: int = 32 * 1024
+    gpu: int | None = None
+    keep_sass: bool = True
+
+    def __post_init__(self) -> None:
+        if self.bench_runs < 30 and not self.compile_only:
+            raise ValueError("bench_runs must be at least 30 (PERFORMANCE.md protocol)")
+        if self.main_trials < 3:
+            raise ValueError("main_trials must be at least 3 (RELIABILITY.md B6/B7)")
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Evaluates candidates for one task. Never raises for a candidate's own fault.
+
+    Raises (from every method):
+        InfrastructureError: the machine failed (no GPU, GPU left busy); retry later.
+    """
+
+    def evaluate(self, candidate: CandidateSource) -> Evaluation:
+        """Run static → compile → verify → benchmark and return the frozen result."""
+        ...
+
+    def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3) -> list[Timing]:
+        """Re-time already-correct candidates in fresh processes, interleaved round-robin,
+        for the statistically gated best. Returns one Timing per candidate (all samples)."""
+        ...
+
+    def close(self) -> None:
+        """Stop any worker processes."""
+        ...

@@ -1,0 +1,280 @@
+"""The records an evaluation produces: stages, verdicts, timings and the frozen Evaluation.
+
+This module owns the vocabulary shared by the evaluator, the search, the store and the
+profilers. Everything here is an immutable value that round-trips through JSON
+(``to_dict`` / ``from_dict``), because evaluations are computed in one process, stored by
+another and read back on resume.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+#: Bumped whenever a change to verification or timing could change a verdict or a number.
+#: Stored with every evaluation; older "correct" verdicts are stale under a newer harness.
+HARNESS_VERSION = 1
+
+
+class Stage(enum.IntEnum):
+    """The stages of the pipeline, in order. An Evaluation records the last one reached."""
+
+    STATIC = 0
+    COMPILE = 1
+    VERIFY = 2
+    BENCHMARK = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Verdict(str, enum.Enum):
+    """What an evaluation concluded about a candidate.
+
+    Only ``CORRECT`` (verified and timed) and ``COMPILED`` (compile-only mode, nothing run)
+    are successes. ``SUSPICIOUS`` means correct but timed faster than physics allows, or the
+    harness saw tampering: it is kept out of "best" until a person looks.
+    """
+
+    CORRECT = "correct"
+    COMPILED = "compiled"
+    STATIC_REJECT = "static_reject"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    WRONG = "wrong"
+    WRONG_TYPE = "wrong_type"
+    INPUT_MODIFIED = "input_modified"
+    ALIASED_OUTPUT = "aliased_output"
+    NONDETERMINISTIC = "nondeterministic"
+    DECOY = "decoy"
+    LIBRARY_CALL = "library_call"
+    THREAD_SPAWNED = "thread_spawned"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    RESOURCE_LIMIT = "resource_limit"
+    SUSPICIOUS = "suspicious"
+
+    @property
+    def ok(self) -> bool:
+        return self in (Verdict.CORRECT, Verdict.COMPILED)
+
+    @property
+    def failure_kind(self) -> str:
+        """The coarse class used for reward penalties and Lessons."""
+        return _FAILURE_KIND[self]
+
+
+_FAILURE_KIND = {
+    Verdict.CORRECT: "none",
+    Verdict.COMPILED: "none",
+    Verdict.STATIC_REJECT: "static",
+    Verdict.COMPILE_ERROR: "compile",
+    Verdict.COMPILE_TIMEOUT: "compile",
+    Verdict.WRONG: "wrong",
+    Verdict.WRONG_TYPE: "wrong",
+    Verdict.INPUT_MODIFIED: "wrong",
+    Verdict.ALIASED_OUTPUT: "wrong",
+    Verdict.NONDETERMINISTIC: "wrong",
+    Verdict.DECOY: "cheat",
+    Verdict.LIBRARY_CALL: "cheat",
+    Verdict.THREAD_SPAWNED: "cheat",
+    Verdict.SUSPICIOUS: "cheat",
+    Verdict.CRASH: "crash",
+    Verdict.TIMEOUT: "timeout",
+    Verdict.OOM: "crash",
+    Verdict.RESOURCE_LIMIT: "crash",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Times of one provider (candidate, eager or torch.compile), in microseconds.
+
+    ``samples_us`` are the raw per-call CUDA-event times, kept so every summary can be
+    recomputed; ``method`` says how they were taken.
+    """
+
+    median_us: float
+    p10_us: float
+    p90_us: float
+    n: int
+    samples_us: tuple[float, ...] = ()
+    method: str = "cuda-events, L2 flushed per call, fresh inputs per call"
+
+    @staticmethod
+    def from_samples(samples_us: Sequence[float], *, method: str | None = None) -> Timing:
+        xs = sorted(float(s) for s in samples_us)
+        if not xs:
+            raise ValueError("no timing samples")
+        kw = {"method": method} if method else {}
+        return Timing(
+            median_us=statistics.median(xs),
+            p10_us=_quantile(xs, 0.10),
+            p90_us=_quantile(xs, 0.90),
+            n=len(xs),
+            samples_us=tuple(float(s) for s in samples_us),
+            **kw,
+        )
+
+    @property
+    def spread(self) -> float:
+        """Relative spread (p90 - p10) / median."""
+        return (self.p90_us - self.p10_us) / self.median_us if self.median_us > 0 else math.inf
+
+
+def _quantile(sorted_xs: Sequence[float], q: float) -> float:
+    if len(sorted_xs) == 1:
+        return sorted_xs[0]
+    pos = q * (len(sorted_xs) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialResult:
+    """One verification trial: one input set (shape, distribution, secret seed) compared."""
+
+    label: str  # e.g. "main/randn" or "batch_size=127/uniform"
+    passed: bool
+    reason: str = ""
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rmse: float = 0.0
+    ref_rmse: float = 0.0  # error of the task's own dtype reference against float64
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """The task's speed-of-light: minimal bytes and FLOPs over the machine's ceilings."""
+
+    bytes_moved: int
+    flops: int
+    bound_us: float  # max(bytes / bandwidth, flops / peak) with the ceilings below
+    kind: str  # "memory" | "compute"
+    bandwidth_gbs: float
+    peak_tflops: float
+
+    def fraction(self, time_us: float) -> float:
+        return self.bound_us / time_us if time_us > 0 else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The frozen result of evaluating one candidate against one task.
+
+    Attributes:
+        candidate_sha256: content hash of the candidate source.
+        task_sha256: content hash of the task file.
+        stage: last stage reached.
+        verdict: the conclusion; see :class:`Verdict`.
+        message: one line a person (or an LLM) can act on.
+        details: further lines (compile error text, mismatch numbers, flags' reasons).
+        trials: the verification trials, in order.
+        timing: the candidate's timing (``None`` unless the benchmark stage ran).
+        eager / compiled: the baselines' timings, measured in the trusted reference worker.
+        roofline: the speed-of-light of the task on this machine, when known.
+        flags: machine-readable notes ("precision:tf32", "timing_disagreement", ...).
+        kernels: names of the CuTe DSL kernels the candidate compiled.
+        precision: the arithmetic the candidate used where it differs from the task dtype.
+        stage_seconds: wall time spent per stage, for "where the time goes".
+        compile_cached: whether the compile result came from the cache.
+        artifacts: paths (relative to the run directory) of PTX / cubin / SASS / logs.
+        log_tail: the end of the candidate's stdout and stderr (capped).
+        energy_j: joules per call where measured.
+        gpu: the device name the numbers were taken on.
+        harness_version: :data:`HARNESS_VERSION` when this was computed.
+    """
+
+    candidate_sha256: str
+    task_sha256: str
+    stage: Stage
+    verdict: Verdict
+    message: str = ""
+    details: tuple[str, ...] = ()
+    trials: tuple[TrialResult, ...] = ()
+    timing: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    roofline: Roofline | None = None
+    flags: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    precision: str = ""
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    compile_cached: bool = False
+    artifacts: Mapping[str, str] = field(default_factory=dict)
+    log_tail: str = ""
+    energy_j: float | None = None
+    gpu: str = ""
+    harness_version: int = HARNESS_VERSION
+
+    # -- derived numbers -------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def time_us(self) -> float | None:
+        return self.timing.median_us if self.timing else None
+
+    @property
+    def speedup_eager(self) -> float | None:
+        if self.timing and self.eager and self.timing.median_us > 0:
+            return self.eager.median_us / self.timing.median_us
+        return None
+
+    @property
+    def speedup_compile(self) -> float | None:
+        if self.timing and self.compiled and self.timing.median_us > 0:
+            return self.compiled.median_us / self.timing.median_us
+        return None
+
+    @property
+    def roofline_fraction(self) -> float | None:
+        if self.timing and self.roofline:
+            return self.roofline.fraction(self.timing.median_us)
+        return None
+
+    @property
+    def max_abs_err(self) -> float | None:
+        return max((t.max_abs_err for t in self.trials), default=None)
+
+    # -- serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stage"] = self.stage.label
+        d["verdict"] = self.verdict.value
+        d["stage_seconds"] = dict(self.stage_seconds)
+        d["artifacts"] = dict(self.artifacts)
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Evaluation:
+        known = {f.name for f in fields(Evaluation)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["stage"] = Stage[str(d["stage"]).upper()]
+        kw["verdict"] = Verdict(d["verdict"])
+        kw["details"] = tuple(d.get("details", ()))
+        kw["flags"] = tuple(d.get("flags", ()))
+        kw["kernels"] = tuple(d.get("kernels", ()))
+        kw["trials"] = tuple(TrialResult(**t) for t in d.get("trials", ()))
+        for name in ("timing", "eager", "compiled"):
+            t = d.get(name)
+            kw[name] = _timing_from(t) if t else None
+        r = d.get("roofline")
+        kw["roofline"] = Roofline(**r) if r else None
+        kw["stage_seconds"] = dict(d.get("stage_seconds", {}))
+        kw["artifacts"] = dict(d.get("artifacts", {}))
+        return Evaluation(**kw)
+
+
+def _timing_from(t: Mapping[str, Any]) -> Timing:
+    t = dict(t)
+    t["samples_us"] = tuple(t.get("samples_us", ()))
+    return Timing(**t)

@@ -1,0 +1,1 @@
+"""cutegen.search.storage"""
