@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .candidate import CandidateSource
 from .evaluation import Evaluation, Timing
@@ -35,6 +35,8 @@ class EvalOptions:
         host_mem_limit_mb: a worker whose resident memory grows past this is killed.
         gpu: device index given to the workers (``CUDA_VISIBLE_DEVICES``), None = inherit.
         keep_sass: ask the DSL for SASS (needs nvdisasm) so the sass profiler can read it.
+        static_checks: run the static filters (turned off only by the harness's own tests,
+            to prove the runtime defenses hold on their own).
     """
 
     compile_only: bool = False
@@ -52,12 +54,22 @@ class EvalOptions:
     host_mem_limit_mb: int = 32 * 1024
     gpu: int | None = None
     keep_sass: bool = True
+    static_checks: bool = True
 
     def __post_init__(self) -> None:
         if self.bench_runs < 30 and not self.compile_only:
             raise ValueError("bench_runs must be at least 30 (PERFORMANCE.md protocol)")
         if self.main_trials < 3:
             raise ValueError("main_trials must be at least 3 (RELIABILITY.md B6/B7)")
+
+
+class BaselineCache(Protocol):
+    """Where eager / torch.compile baseline samples are kept per task + environment (the
+    store implements it, so baselines survive a restart and are shared across runs)."""
+
+    def get(self, task_sha256: str, env_fingerprint: str) -> dict[str, Any] | None: ...
+
+    def put(self, task_sha256: str, env_fingerprint: str, value: dict[str, Any]) -> None: ...
 
 
 @runtime_checkable
@@ -72,9 +84,11 @@ class Evaluator(Protocol):
         """Run static → compile → verify → benchmark and return the frozen result."""
         ...
 
-    def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3) -> list[Timing]:
+    def retime(self, candidates: Sequence[CandidateSource], *,
+               rounds: int = 3) -> list[Timing | None]:
         """Re-time already-correct candidates in fresh processes, interleaved round-robin,
-        for the statistically gated best. Returns one Timing per candidate (all samples)."""
+        for the statistically gated best. Returns one Timing per candidate (all samples),
+        or None for a candidate whose re-timed outputs were wrong or whose worker failed."""
         ...
 
     def close(self) -> None:

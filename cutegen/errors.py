@@ -55,6 +55,10 @@ class NodeFinishedError(StorageError):
     """An attempt to change a node that is already COMPLETE or FAILED."""
 
 
+class RunLockedError(StorageError):
+    """Another live search session holds this run (one writer per run)."""
+
+
 class ResumeMismatchError(CuteGenError):
     """A run cannot be resumed because its task file or toolchain changed."""
 

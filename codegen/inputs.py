@@ -1,0 +1,161 @@
+"""Input specs and deterministic input generation from (spec, secret seed, distribution).
+
+The trusted reference worker learns what a task's inputs look like (shapes, dtypes, the
+range of integer inputs) and hands the *specs* to the candidate worker, which never sees
+the task module. Both processes then generate the same inputs from the same seed on the
+same device, so the verifier can recompute the reference for exactly what the candidate
+saw, without shipping inputs around.
+
+Specs are plain JSON-able dataclasses; generation imports torch lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Float input distributions (RELIABILITY.md B6). A task may restrict them with
+#: ``INPUT_DISTRIBUTIONS``; "zeros" is used only where a task lists it.
+DISTRIBUTIONS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
+EXTRA_DISTRIBUTIONS = ("zeros",)
+
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSpec:
+    """One positional argument of ``forward``.
+
+    kind "tensor": ``shape``/``dtype`` given; integer tensors are drawn uniformly from
+    [low, high) (the range seen in the task's own ``get_inputs``), bool tensors as coin
+    flips. kind "value": a Python scalar passed through unchanged.
+    """
+
+    kind: str
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    low: int = 0
+    high: int = 2
+    value: Any = None
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "tensor" and self.dtype in FLOAT_DTYPES
+
+    @property
+    def nbytes(self) -> int:
+        if self.kind != "tensor":
+            return 0
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * _itemsize(self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ArgSpec:
+        d = dict(d)
+        d["shape"] = tuple(d.get("shape", ()))
+        return ArgSpec(**d)
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
+            "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
+
+
+def spec_of(x: Any) -> ArgSpec:
+    """The spec of one value returned by a task's ``get_inputs()``."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        dt = str(x.dtype).removeprefix("torch.")
+        low, high = 0, 2
+        if dt not in FLOAT_DTYPES and dt != "bool" and x.device.type != "meta" and x.numel():
+            low, high = int(x.min().item()), int(x.max().item()) + 1
+        return ArgSpec("tensor", tuple(int(s) for s in x.shape), dt, low, high)
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return ArgSpec("value", value=x)
+    raise TypeError(f"get_inputs() returned a {type(x).__name__}; only tensors and scalars "
+                    "are supported")
+
+
+def generate(specs: Sequence[ArgSpec], *, seed: int, distribution: str, device: str) -> list[Any]:
+    """Inputs for one trial. Deterministic in (specs, seed, distribution, device).
+
+    Float tensors are drawn in float32 and cast, so every dtype sees the same values up
+    to rounding.
+    """
+    import torch
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    out: list[Any] = []
+    for s in specs:
+        if s.kind == "value":
+            out.append(s.value)
+            continue
+        dt = getattr(torch, s.dtype)
+        if s.is_float:
+            x = _draw(s.shape, distribution, gen, device)
+            out.append(x.to(dt))
+        elif s.dtype == "bool":
+            out.append(torch.randint(0, 2, s.shape, generator=gen, device=device).bool())
+        else:
+            hi = max(s.high, s.low + 1)
+            out.append(torch.randint(s.low, hi, s.shape, generator=gen, device=device, dtype=dt))
+    return out
+
+
+def refill(tensors: Sequence[Any], specs: Sequence[ArgSpec], *, seed: int, distribution: str) -> None:
+    """Overwrite existing input tensors in place with the values :func:`generate` gives."""
+    fresh = generate(specs, seed=seed, distribution=distribution, device=str(_device_of(tensors)))
+    for dst, src in zip(tensors, fresh, strict=True):
+        if hasattr(dst, "copy_"):
+            dst.copy_(src)
+
+
+def _device_of(tensors: Sequence[Any]) -> Any:
+    for t in tensors:
+        if hasattr(t, "device"):
+            return t.device
+    return "cpu"
+
+
+def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str) -> Any:
+    import torch
+
+    kw = {"generator": gen, "device": device, "dtype": torch.float32}
+    if dist == "randn":
+        return torch.randn(shape, **kw)
+    if dist == "randn_mean3":
+        return torch.randn(shape, **kw) + 3.0
+    if dist == "uniform":
+        return torch.rand(shape, **kw)
+    if dist == "large":
+        return torch.randn(shape, **kw) * 1e3
+    if dist == "small":
+        return torch.randn(shape, **kw) * 1e-3
+    if dist == "negative":
+        return -torch.randn(shape, **kw).abs()
+    if dist == "zeros":
+        return torch.zeros(shape, device=device, dtype=torch.float32)
+    raise ValueError(f"unknown input distribution {dist!r}")
+
+
+def empty_like_specs(specs: Sequence[ArgSpec], *, device: str) -> list[Any]:
+    """Uninitialised inputs of the right shapes (compile-only mode: nothing is computed)."""
+    import torch
+
+    out: list[Any] = []
+    for s in specs:
+        if s.kind == "value":
+            out.append(s.value)
+        else:
+            out.append(torch.empty(s.shape, dtype=getattr(torch, s.dtype), device=device))
+    return out

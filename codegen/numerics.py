@@ -1,0 +1,134 @@
+"""Tolerances per dtype and the output comparison (RELIABILITY.md B1–B4, lesson 8).
+
+A candidate's output ``c`` is compared with a float64 reference ``r`` (the task's Model run
+in float64 on the same inputs) and with ``n``, the task's Model run in its own dtype. It
+passes when
+
+* NaN and ±Inf appear at exactly the positions where ``r`` has them, and
+* every finite element satisfies ``|c - r| <= atol + rtol * |r|`` (the dtype's table), or
+  the candidate is as accurate as the task's own reference: ``rmse(c, r) <= 2 * rmse(n, r)
+  + atol / 100`` and ``max|c - r| <= 4 * max|n - r| + atol`` (inductor's fp64 rule, which
+  admits a different summation order and rejects a precision downgrade).
+
+Only torch is needed; the functions take tensors and return plain values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: (atol, rtol) by output dtype. fp32 follows KernelBench's published 1e-4 comparisons.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+K_RMSE = 2.0
+K_MAX = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    passed: bool
+    reason: str
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rmse: float = 0.0
+    ref_rmse: float = 0.0
+
+
+def tolerance_for(dtype: str, override: Mapping[str, float] | None = None) -> tuple[float, float]:
+    atol, rtol = TOLERANCES.get(dtype, (0.0, 0.0))
+    if override:
+        atol = float(override.get("atol", atol))
+        rtol = float(override.get("rtol", rtol))
+    return atol, rtol
+
+
+def compare(cand: Sequence[Any], ref64: Sequence[Any], native: Sequence[Any],
+            *, override: Mapping[str, float] | None = None) -> Comparison:
+    """Compare a candidate's outputs with the float64 and native references.
+
+    Returns a :class:`Comparison`; ``reason`` names the first problem found.
+    """
+    import torch
+
+    if len(cand) != len(native):
+        return Comparison(False, f"returned {len(cand)} outputs, the reference {len(native)}")
+    worst = Comparison(True, "")
+    for i, (c, r, n) in enumerate(zip(cand, ref64, native, strict=True)):
+        tag = f"output {i}" if len(cand) > 1 else "output"
+        if not isinstance(n, torch.Tensor):
+            n, r = torch.tensor(n), torch.tensor(r)
+            if isinstance(c, torch.Tensor) and c.dim() == 0:
+                pass
+            elif isinstance(c, (bool, int, float)):
+                c = torch.tensor(c)
+            else:
+                return Comparison(False, f"{tag}: expected a scalar, got {type(c).__name__}")
+        elif not isinstance(c, torch.Tensor):
+            return Comparison(False, f"{tag}: expected a tensor, got {type(c).__name__}")
+        if tuple(c.shape) != tuple(n.shape):
+            return Comparison(False, f"{tag}: shape {tuple(c.shape)}, expected {tuple(n.shape)}")
+        if c.dtype != n.dtype:
+            return Comparison(False, f"{tag}: dtype {c.dtype}, expected {n.dtype}")
+        one = _compare_one(c, r, n, tag, override)
+        if not one.passed:
+            return one
+        worst = Comparison(True, "", max(worst.max_abs_err, one.max_abs_err),
+                           max(worst.max_rel_err, one.max_rel_err),
+                           max(worst.rmse, one.rmse), max(worst.ref_rmse, one.ref_rmse))
+    return worst
+
+
+def _compare_one(c: Any, r: Any, n: Any, tag: str,
+                 override: Mapping[str, float] | None) -> Comparison:
+    import torch
+
+    dtype = str(n.dtype).removeprefix("torch.")
+    if not (n.is_floating_point() or n.is_complex()):
+        if torch.equal(c.to(n.device), n):
+            return Comparison(True, "")
+        bad = int((c.to(n.device) != n).sum().item())
+        return Comparison(False, f"{tag}: {bad} of {n.numel()} elements differ (exact match required)")
+    c64 = c.to(device=r.device, dtype=torch.float64)
+    r64 = r.to(torch.float64)
+    n64 = n.to(device=r.device, dtype=torch.float64)
+    # NaN / Inf must sit exactly where the float64 reference has them.
+    for name, fn in (("NaN", torch.isnan), ("+Inf", lambda t: torch.isposinf(t)),
+                     ("-Inf", lambda t: torch.isneginf(t))):
+        mc, mr = fn(c64), fn(r64)
+        if not torch.equal(mc, mr):
+            extra = int((mc & ~mr).sum().item())
+            missing = int((mr & ~mc).sum().item())
+            return Comparison(False, f"{tag}: {name} mismatch ({extra} unexpected, {missing} missing)")
+    finite = torch.isfinite(r64)
+    if not bool(finite.any()):
+        return Comparison(True, "")
+    cf, rf, nf = c64[finite], r64[finite], n64[finite]
+    atol, rtol = tolerance_for(dtype, override)
+    diff = (cf - rf).abs()
+    max_abs = float(diff.max().item())
+    max_rel = float((diff / rf.abs().clamp_min(1e-30)).max().item())
+    rmse = math.sqrt(float((diff * diff).mean().item()))
+    ndiff = (nf - rf).abs()
+    ref_rmse = math.sqrt(float((ndiff * ndiff).mean().item()))
+    ref_max = float(ndiff.max().item())
+    bad = diff > atol + rtol * rf.abs()
+    n_bad = int(bad.sum().item())
+    if n_bad == 0:
+        return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
+    if rmse <= K_RMSE * ref_rmse + atol / 100 and max_abs <= K_MAX * ref_max + atol:
+        return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
+    idx = int(torch.argmax(diff).item())
+    return Comparison(
+        False,
+        f"{tag}: {n_bad} of {cf.numel()} elements outside atol={atol:g} rtol={rtol:g}; "
+        f"max abs err {max_abs:.3e} (got {float(cf[idx]):.6g}, expected {float(rf[idx]):.6g}); "
+        f"rmse {rmse:.3e} vs the task's own {dtype} reference {ref_rmse:.3e}",
+        max_abs, max_rel, rmse, ref_rmse,
+    )

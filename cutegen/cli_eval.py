@@ -1,0 +1,188 @@
+"""``cutegen eval`` (one candidate through the evaluator) and ``cutegen tasks`` (the suite)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cutegen.errors import GPURequiredError
+
+
+def task_options(f: Any) -> Any:
+    """Options shared by every command that takes a task (sqlite-utils style bundle)."""
+    for opt in reversed([
+        click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
+                     help="A KernelBench checkout; use with --level and --problem instead of TASK."),
+        click.option("--level", type=int, default=None, help="KernelBench level (1, 2, 3)."),
+        click.option("--problem", type=int, default=None, help="KernelBench problem number."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def gpu_available() -> bool:
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def require_gpu(what: str) -> None:
+    if not gpu_available():
+        raise GPURequiredError(
+            f"{what} needs an NVIDIA GPU (none is visible here). Without a GPU, "
+            "--compile-only compiles the candidate for sm_90a and prints a SASS summary.")
+
+
+@click.command("eval")
+@click.argument("task", required=False)
+@click.argument("candidate", type=click.Path(dir_okay=False))
+@task_options
+@click.option("--json", "as_json", is_flag=True, help="Print the Evaluation as JSON.")
+@click.option("--compile-only", is_flag=True,
+              help="Only compile (works without a GPU, for --arch) and summarise the SASS.")
+@click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
+@click.option("--runs", type=click.IntRange(30, None), default=50, show_default=True,
+              help="Timed calls of the candidate (and of each baseline).")
+@click.option("--no-baselines", is_flag=True, help="Skip timing eager and torch.compile.")
+@click.option("--gpu", type=int, default=None, help="GPU index to use (default: the visible one).")
+@click.option("--run-dir", type=click.Path(file_okay=False), default="runs/eval", show_default=True,
+              help="Where compiler artifacts of this evaluation are kept.")
+@click.option("--compile-timeout", type=float, default=180.0, show_default=True,
+              help="Seconds allowed for one cute.compile.")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds allowed for every other phase (import, one call, the benchmark).")
+def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: int | None,
+             problem: int | None, as_json: bool, compile_only: bool, arch: str, runs: int,
+             no_baselines: bool, gpu: int | None, run_dir: str, compile_timeout: float,
+             timeout: float) -> None:
+    """Evaluate one CANDIDATE file against TASK and print the verdict.
+
+    TASK is a task file, a bundled task name (see `cutegen tasks`), or omitted with
+    --kernelbench DIR --level L --problem P. The candidate runs in its own process:
+    compiled, verified against the reference on fresh secret inputs (several
+    distributions, hidden shapes), and timed against eager PyTorch and torch.compile with
+    the L2 flushed before every call.
+
+    \b
+    Examples:
+      cutegen eval softmax_bf16 my_softmax.py
+      cutegen eval softmax_bf16 my_softmax.py --compile-only     (no GPU needed)
+      cutegen eval --kernelbench ~/KernelBench --level 1 --problem 23 cand.py --json
+    """
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.evaluator import make_evaluator
+    from cutegen.codegen.tasks import resolve_task
+
+    t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
+    cand = CandidateSource.from_path(candidate)
+    if not compile_only:
+        require_gpu("verifying and timing a candidate")
+    opts = EvalOptions(compile_only=compile_only, arch=arch, bench_runs=runs,
+                       baselines=not no_baselines, gpu=gpu, compile_timeout_s=compile_timeout,
+                       run_timeout_s=timeout)
+    click.echo(f"evaluating {Path(candidate).name} ({cand.short}) on {t.name}"
+               f"{' (compile only, ' + arch + ')' if compile_only else ''} ...", err=True)
+    with make_evaluator(t, opts, Path(run_dir)) as ev:
+        e = ev.evaluate(cand)
+    if as_json:
+        click.echo(json.dumps(e.to_dict(), indent=2))
+    else:
+        print_evaluation(e, Path(run_dir))
+    sys.exit(0 if e.ok else 1)
+
+
+def _fmt_us(t: Any) -> str:
+    return f"{t.median_us:,.2f} us" if t else "-"
+
+
+def print_evaluation(e: Any, run_dir: Path) -> None:
+    """A small human-readable table of an Evaluation (stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    color = "green" if e.ok else ("yellow" if e.verdict.value == "suspicious" else "red")
+    con.print(f"[bold {color}]{e.verdict.value}[/] at stage {e.stage.label}: {e.message}")
+    tab = Table(show_header=False, box=None)
+    if e.timing:
+        tab.add_row("candidate", f"{_fmt_us(e.timing)}  (p10 {e.timing.p10_us:,.2f}, "
+                    f"p90 {e.timing.p90_us:,.2f}, n={e.timing.n})")
+        tab.add_row("eager", _fmt_us(e.eager))
+        tab.add_row("torch.compile", _fmt_us(e.compiled))
+        if e.speedup_eager:
+            tab.add_row("speedup vs eager", f"{e.speedup_eager:.2f}x")
+        if e.speedup_compile:
+            tab.add_row("speedup vs compile", f"{e.speedup_compile:.2f}x")
+        if e.roofline_fraction is not None and e.roofline:
+            tab.add_row("roofline", f"{100 * e.roofline_fraction:.1f}% of the {e.roofline.kind} "
+                        f"bound ({e.roofline.bound_us:,.2f} us)")
+    if e.trials:
+        worst = max(e.trials, key=lambda t: t.max_abs_err)
+        tab.add_row("max abs error", f"{worst.max_abs_err:.3e} ({worst.label}; "
+                    f"{sum(t.passed for t in e.trials)}/{len(e.trials)} trials passed)")
+    if e.kernels:
+        tab.add_row("kernels", ", ".join(k[:48] for k in e.kernels[:3]))
+    if e.precision:
+        tab.add_row("precision", e.precision)
+    if e.flags:
+        tab.add_row("flags", ", ".join(e.flags))
+    if e.stage_seconds:
+        tab.add_row("time spent", ", ".join(f"{k} {v:.2f}s" for k, v in e.stage_seconds.items()))
+    con.print(tab)
+    sass = [p for n, p in e.artifacts.items() if n.endswith(".sass")]
+    if sass:
+        from cutegen.profilers.sass import summarize_sass_text
+
+        for rel in sass[:4]:
+            text = (run_dir / rel).read_text(errors="replace")
+            con.print(f"[bold]SASS[/] {Path(rel).name}: {summarize_sass_text(text)}")
+    for d in e.details[:3]:
+        con.print(d if len(d) < 4000 else d[-4000:], markup=False)
+    if not e.ok and e.log_tail:
+        con.print("[dim]candidate output (tail):[/]")
+        con.print(e.log_tail[-3000:], markup=False)
+
+
+@click.command("tasks")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def tasks_cmd(as_json: bool) -> None:
+    """List the bundled tasks (KernelBench format, sized to fill an H200)."""
+    from cutegen.codegen.tasks import bundled_dir, bundled_task_names
+
+    rows = []
+    for name in bundled_task_names():
+        src = (bundled_dir() / f"{name}.py").read_text()
+        tree = ast.parse(src)
+        doc = (ast.get_docstring(tree) or "").splitlines()[0] if ast.get_docstring(tree) else ""
+        sizes = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)
+                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, int)}
+        rows.append({"name": name, "sizes": sizes, "description": doc})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    tab = Table("task", "sizes", "description")
+    for r in rows:
+        tab.add_row(r["name"], " ".join(f"{k}={v}" for k, v in r["sizes"].items()), r["description"])
+    Console().print(tab)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(tasks_cmd)
+    cli.add_command(eval_cmd)
