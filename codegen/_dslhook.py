@@ -91,5 +91,5 @@ def install(*, compile_only: bool, on_phase: Callable[[str], None]) -> CompileRe
             _note(compiled)
             return compiled
 
-        setattr(cls, "compile_and_cache", wrapped_cc)
+        cls.compile_and_cache = wrapped_cc
     return rec

@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cutegen.codegen._proc import Child
+from cutegen.codegen._verdict import RunFacts, decide
+from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.compile_cache import CompileEntry
+from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
 from cutegen.errors import InfrastructureError
 
-from ._proc import Child
-from ._verdict import RunFacts, decide
-from .candidate import CandidateSource
-from .compile_cache import CompileEntry
-from .evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
-
 if TYPE_CHECKING:
-    from .evaluator import LocalEvaluator
+    from cutegen.codegen.evaluator import LocalEvaluator
 
 _PHASE_GROUP = {"import": "setup", "init": "setup", "compile": "compile", "call": "call",
                 "verify": "verify", "profile": "verify", "bench": "benchmark",
@@ -199,7 +198,7 @@ def _drive(ev: LocalEvaluator, w: Child, job: dict[str, Any], loop: _Loop) -> No
 
 
 def _proof_fails(f: RunFacts) -> bool:
-    from ._verdict import kernel_proof
+    from cutegen.codegen._verdict import kernel_proof
 
     return f.profile is not None and kernel_proof(f.profile, f.kernel_names) is not None
 
@@ -300,7 +299,11 @@ def run_candidate(ev: LocalEvaluator, cand: CandidateSource, info: dict[str, Any
     if info.get("note"):
         details.append(info["note"])
     timing = Timing.from_samples(f.samples) if f.samples and d.stage == Stage.BENCHMARK else None
-    precision = ev.precision_of(cand, loop.sass, info)
+    texts = list(loop.sass)
+    for p in sorted((wdir / "dsl").glob("*")):
+        if p.suffix in (".ptx", ".sass") and p.stat().st_size < 64 * 2**20:
+            texts.append(p.read_text(errors="replace"))
+    precision = ev.precision_of(cand, texts, info)
     if precision:
         flags.append(f"precision:{precision}")
     if timing and eager and eager.median_us / timing.median_us > 10:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import _wire
+from cutegen.codegen import _wire
 
 
 class TailBuffer:

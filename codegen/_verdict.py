@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .evaluation import Stage, Verdict
+from cutegen.codegen.evaluation import Stage, Verdict
 
 #: aten ops that do the work a CuTe DSL candidate must do itself (seen by torch.profiler).
 ATEN_COMPUTE = frozenset({
@@ -107,14 +107,14 @@ def decide(f: RunFacts) -> Decision:
     if f.trial_meta_problems:
         return Decision(Stage.VERIFY, Verdict.WRONG, f.trial_meta_problems[0],
                         tuple(f.trial_meta_problems))
-    if not f.finished and f.samples is None:
-        return Decision(Stage.VERIFY, Verdict.CRASH, f"the worker ended without a result ({f.exit_desc})")
     flags: list[str] = []
     details: list[str] = []
     if f.profile is not None:
         d = kernel_proof(f.profile, f.kernel_names)
         if d is not None:
             return d
+    if not f.finished and f.samples is None:
+        return Decision(Stage.VERIFY, Verdict.CRASH, f"the worker ended without a result ({f.exit_desc})")
     if not f.wants_bench:
         return Decision(Stage.VERIFY, Verdict.CORRECT, "verified (benchmark skipped)")
     if f.samples is None:
@@ -131,15 +131,17 @@ def decide(f: RunFacts) -> Decision:
         return Decision(Stage.BENCHMARK, Verdict.SUSPICIOUS,
                         f"{med:.2f} us is faster than the speed of light of this task "
                         f"({f.sol_us:.2f} us at datasheet peaks): timing or verification was fooled")
-    if f.host_per_call_us is not None:
-        h = f.host_per_call_us
-        details.append(f"host clock: {h:.2f} us per call back-to-back; events: "
-                       f"{f.burst_event_us or 0:.2f} us warm, {med:.2f} us cold")
-        if h > 5 * med and h > 100:
+    if f.host_per_call_us is not None and f.burst_event_us is not None:
+        # D1: over the same back-to-back calls, the parent's clock and the CUDA events
+        # (idle gaps included) must agree; honest host-bound candidates agree too.
+        h, b = f.host_per_call_us, f.burst_event_us
+        details.append(f"back-to-back: {h:.2f} us per call by the host clock, {b:.2f} us by "
+                       f"CUDA events; {med:.2f} us cold (median)")
+        if h > 2.0 * b + 20.0:
             return Decision(Stage.BENCHMARK, Verdict.SUSPICIOUS,
                             f"timing disagreement: the host clock saw {h:.1f} us per call, "
-                            f"CUDA events {med:.1f} us", tuple(details))
-        if h > 1.5 * med + 10:
+                            f"CUDA events {b:.1f} us over the same calls", tuple(details))
+        if b > 1.5 * med + 5.0:
             flags.append("host_bound")
     return Decision(Stage.BENCHMARK, Verdict.CORRECT, f"correct; {med:.2f} us median",
                     tuple(details), tuple(flags))
@@ -179,7 +181,7 @@ def _is_ours(name: str, ours: Iterable[str]) -> bool:
     return any(name == o or name.startswith(o) or o.startswith(name) for o in ours)
 
 
-_MMA = re.compile(r"\b(HGMMA|HMMA|IMMA|QGMMA)\.[0-9A-Za-z.]*")
+_MMA = re.compile(r"\b(HGMMA|HMMA|IMMA|QGMMA)\.[0-9A-Za-z.]*|\b(wgmma\.mma_async|mma\.sync)[0-9A-Za-z._]*")
 
 
 def detect_precision(sass_texts: Iterable[str], task_dtype: str) -> str:
@@ -189,6 +191,7 @@ def detect_precision(sass_texts: Iterable[str], task_dtype: str) -> str:
     for text in sass_texts:
         for m in _MMA.finditer(text):
             op = m.group(0).upper()
+            op = op.replace("_", ".")
             for tag, name in ((".TF32", "tf32"), (".BF16", "bf16"), (".F16", "f16"),
                               (".E4M3", "fp8"), (".E5M2", "fp8")):
                 if tag in op:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .candidate import CandidateSource
-from .evaluation import Evaluation, Timing
+from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.evaluation import Evaluation, Timing
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,18 +25,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cutegen.codegen import _verdict
+from cutegen.codegen._proc import Child
+from cutegen.codegen.backend import BaselineCache, EvalOptions
+from cutegen.codegen.candidate import CandidateSource, declared_precision
+from cutegen.codegen.compile_cache import CompileCache, CompileEntry, cache_key, default_dir
+from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
+from cutegen.codegen.roofline import (
+    H200_DATASHEET,
+    H200_MEASURED,
+    Ceilings,
+    roofline,
+    speed_of_light_us,
+)
+from cutegen.codegen.static import check_source
+from cutegen.codegen.tasks import Task
+from cutegen.codegen.toolchain import fingerprint, nvdisasm_for_dsl, versions
 from cutegen.errors import InfrastructureError, TaskError
-
-from . import _verdict
-from ._proc import Child
-from .backend import BaselineCache, EvalOptions
-from .candidate import CandidateSource, declared_precision
-from .compile_cache import CompileCache, CompileEntry, cache_key, default_dir
-from .evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
-from .roofline import H200_DATASHEET, H200_MEASURED, Ceilings, roofline, speed_of_light_us
-from .static import check_source
-from .tasks import Task
-from .toolchain import fingerprint, versions
 
 _ENV_PASS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL",
              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "VIRTUAL_ENV", "SYSTEMROOT",
@@ -103,7 +108,8 @@ class LocalEvaluator:
         if self.mode == "compile":
             env["CUTE_DSL_ARCH"] = self.options.arch
         if dump_dir is not None:
-            env["CUTE_DSL_KEEP"] = "ptx,cubin,sass" if self.options.keep_sass else "ptx,cubin"
+            sass = self.options.keep_sass and nvdisasm_for_dsl()
+            env["CUTE_DSL_KEEP"] = "ptx,cubin,sass" if sass else "ptx,cubin"
             env["CUTE_DSL_DUMP_DIR"] = str(dump_dir)
         return env
 
@@ -249,7 +255,7 @@ class LocalEvaluator:
             InfrastructureError: no GPU, the reference worker failed, or the GPU stayed busy.
             TaskError: the task turned out to be unusable (its reference raised).
         """
-        from ._evalrun import run_candidate
+        from cutegen.codegen._evalrun import run_candidate
 
         self.evaluations += 1
         t0 = time.monotonic()
@@ -280,7 +286,7 @@ class LocalEvaluator:
         Returns one Timing per candidate holding all its samples, or None for a candidate
         whose timed outputs were wrong or whose worker failed during re-timing.
         """
-        from ._evalrun import bench_only
+        from cutegen.codegen._evalrun import bench_only
 
         if self.mode == "compile":
             raise InfrastructureError("re-timing needs an NVIDIA GPU")
@@ -325,10 +331,10 @@ class LocalEvaluator:
                                 ceilings=H200_DATASHEET)
         return rl, sol
 
-    def precision_of(self, cand: CandidateSource, sass: Sequence[str], info: Mapping[str, Any]) -> str:
+    def precision_of(self, cand: CandidateSource, texts: Sequence[str], info: Mapping[str, Any]) -> str:
         dts = [s["dtype"] for s in info["shapes"][0]["specs"] if s.get("kind") == "tensor"]
         task_dtype = next((d for d in dts if d.startswith(("float", "bfloat"))), "float32")
-        seen = _verdict.detect_precision(sass, task_dtype)
+        seen = _verdict.detect_precision(texts, task_dtype)
         declared = declared_precision(cand.code)
         return "+".join(p for p in (declared, seen) if p) if declared != seen else declared
 

@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import _tensorfile, _wire
-from .inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
+from cutegen.codegen import _tensorfile, _wire
+from cutegen.codegen.inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
 
 _SIZE_NAMES = ("batch_size",)
 
@@ -105,7 +105,7 @@ class Reference:
         for k, ov in enumerate(configs):
             label = "main" if not ov else ",".join(f"{a}={b}" for a, b in ov.items())
             try:
-                sh = self._with_overrides(ov, lambda: self._prepare(k, label, seed_init))
+                sh = self._with_overrides(ov, lambda k=k, label=label: self._prepare(k, label, seed_init))
             except TaskFault:
                 if k == 0:
                     raise
@@ -237,7 +237,7 @@ class Reference:
         return ref64, native
 
     def compare(self, idx: int, seed: int, dist: str, path: str) -> dict[str, Any]:
-        from .numerics import compare
+        from cutegen.codegen.numerics import compare
 
         ref64, native = self.references(idx, seed, dist)
         try:
@@ -253,8 +253,8 @@ class Reference:
                   with_compile: bool) -> dict[str, Any]:
         import torch
 
-        from ._timing import Timer
-        from .inputs import refill
+        from cutegen.codegen._timing import Timer
+        from cutegen.codegen.inputs import refill
 
         timer = Timer(flush_mb=flush_mb, sleep_cycles=400_000)
         specs = [ArgSpec.from_dict(s) for s in self.shapes[0]["specs"]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .evaluation import Roofline
+from cutegen.codegen.evaluation import Roofline
 
 
 @dataclass(frozen=True, slots=True)

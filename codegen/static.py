@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .evaluation import Verdict
+from cutegen.codegen.evaluation import Verdict
 
 #: torch functions that do the work a candidate must do in CuTe DSL kernels.
 TORCH_COMPUTE = frozenset({

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from cutegen.codegen.candidate import sha256_text
 from cutegen.errors import TaskError
-
-from .candidate import sha256_text
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 

@@ -78,3 +78,28 @@ def diff(old: dict[str, str], new: dict[str, str], keys: tuple[str, ...] = RESUM
     """Human-readable differences between two version maps on ``keys``."""
     return [f"{k}: {old.get(k, 'absent')} -> {new.get(k, 'absent')}"
             for k in keys if old.get(k) != new.get(k)]
+
+
+@cache
+def nvdisasm_for_dsl() -> bool:
+    """Whether the CuTe DSL can dump SASS here: it needs nvdisasm >= 13.4 (the
+    ``nvidia-cuda-nvdisasm`` wheel, or a CUDA toolkit that new). Without it only PTX and
+    cubin are kept, and SASS comes from disassembling the cubin (cuobjdump)."""
+    import re
+    import shutil
+    import subprocess
+
+    try:
+        v = version("nvidia-cuda-nvdisasm")
+        return tuple(int(x) for x in v.split(".")[:2]) >= (13, 4)
+    except (PackageNotFoundError, ValueError):
+        pass
+    exe = shutil.which("nvdisasm")
+    if exe is None:
+        return False
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (13, 4)

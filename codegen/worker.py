@@ -27,8 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import _tensorfile, _wire
-from .inputs import ArgSpec, empty_like_specs, generate, refill
+from cutegen.codegen import _tensorfile, _wire
+from cutegen.codegen.inputs import ArgSpec, empty_like_specs, generate, refill
 
 _CUDA_ERROR_MARKERS = ("CUDA error", "cudaError", "illegal memory access", "CUDA_ERROR",
                        "unspecified launch failure", "misaligned address", "an illegal instruction")
@@ -308,10 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     rep = _Reporter(args.msg_fd)
     _limits(args.fsize_mb)
     gpu = args.mode == "gpu"
-    import torch  # noqa: F401  (warm-up: the spare worker pays the import cost)
     import cutlass.cute  # noqa: F401
+    import torch  # noqa: F401  (warm-up: the spare worker pays the import cost)
 
-    from . import _dslhook
+    from cutegen.codegen import _dslhook
 
     timer = None
     if gpu:
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             rep.send("infra", message="no CUDA device is visible to the worker")
             return 0
         torch.empty(1, device="cuda")
-        from ._timing import Timer
+        from cutegen.codegen._timing import Timer
 
         timer = Timer(flush_mb=args.flush_mb, sleep_cycles=400_000)
     rep.send("ready", pid=os.getpid())
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not line.strip() or json.loads(line) != "go":
                     os._exit(0)
                 w.bench(mod)
-            from ._timing import tampered
+            from cutegen.codegen._timing import tampered
 
             rep.send("tamper", names=tampered(timer.originals))
         rep.send("compile_info", kernels=list(rec.kernels), seconds=rec.seconds,

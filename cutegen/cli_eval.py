@@ -143,17 +143,24 @@ def print_evaluation(e: Any, run_dir: Path) -> None:
         tab.add_row("time spent", ", ".join(f"{k} {v:.2f}s" for k, v in e.stage_seconds.items()))
     con.print(tab)
     sass = [p for n, p in e.artifacts.items() if n.endswith(".sass")]
-    if sass:
-        from cutegen.profilers.sass import summarize_sass_text
-
+    summarize = _sass_summarizer()
+    if sass and summarize is not None:
         for rel in sass[:4]:
             text = (run_dir / rel).read_text(errors="replace")
-            con.print(f"[bold]SASS[/] {Path(rel).name}: {summarize_sass_text(text)}")
+            con.print(f"[bold]SASS[/] {Path(rel).name}: {summarize(text)}")
     for d in e.details[:3]:
         con.print(d if len(d) < 4000 else d[-4000:], markup=False)
     if not e.ok and e.log_tail:
         con.print("[dim]candidate output (tail):[/]")
         con.print(e.log_tail[-3000:], markup=False)
+
+
+def _sass_summarizer() -> Any:
+    try:
+        from cutegen.profilers.sass import summarize_sass_text
+    except ImportError:
+        return None
+    return summarize_sass_text
 
 
 @click.command("tasks")

@@ -8,13 +8,13 @@ move did relative to the parent (a Lesson) and branch asymmetrically on the move
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from ..candidate import CandidateSource
-from ..evaluation import Evaluation
-from ..tasks import Task
+from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.evaluation import Evaluation
+from cutegen.codegen.tasks import Task
 
 CostClass = Literal["cheap", "expensive"]
 
@@ -75,6 +75,8 @@ class RewriteContext:
         lessons: relevant Lessons from this and earlier runs in the store.
         banned_moves: move keys that failed the same way twice on this parent.
         depth: the parent's depth in the tree.
+        seen_sources: sha256 of every candidate already in this run (a read-only view,
+            valid during the call); proposing one again is wasted (the search drops it).
     """
 
     task: Task
@@ -84,6 +86,7 @@ class RewriteContext:
     lessons: tuple[LessonView, ...] = ()
     banned_moves: frozenset[str] = frozenset()
     depth: int = 0
+    seen_sources: Set[str] = frozenset()
 
 
 @runtime_checkable

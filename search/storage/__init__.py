@@ -1,1 +1,41 @@
-"""cutegen.search.storage"""
+"""cutegen.search.storage: the storage contract and its two implementations.
+
+``BaseStorage`` states the contract; ``InMemoryStorage`` and ``SqliteStorage`` hold it and
+are tested by one shared suite. Records are frozen dataclasses from ``_records``.
+"""
+
+from cutegen.search.storage._base import BaseStorage, StoreBaselineCache, check_run_name
+from cutegen.search.storage._inmemory import InMemoryStorage
+from cutegen.search.storage._records import (
+    RUN_STATUSES,
+    Baseline,
+    BestDecision,
+    FrozenRun,
+    LessonRecord,
+    LLMCall,
+    ProfileRecord,
+    PruneRecord,
+    RunConfig,
+    Session,
+    StoredResult,
+)
+from cutegen.search.storage._sqlite import SqliteStorage
+
+__all__ = [
+    "RUN_STATUSES",
+    "Baseline",
+    "BaseStorage",
+    "BestDecision",
+    "FrozenRun",
+    "InMemoryStorage",
+    "LLMCall",
+    "LessonRecord",
+    "ProfileRecord",
+    "PruneRecord",
+    "RunConfig",
+    "Session",
+    "SqliteStorage",
+    "StoreBaselineCache",
+    "StoredResult",
+    "check_run_name",
+]

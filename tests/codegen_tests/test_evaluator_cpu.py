@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
+from cutegen.codegen.compile_cache import CompileCache
 from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.evaluator import LocalEvaluator
-from cutegen.codegen.compile_cache import CompileCache
 
 pytestmark = pytest.mark.slow
 
@@ -182,8 +182,8 @@ def test_a11_worker_killed_mid_task(scale_shift_task, make_candidate, tmp_path, 
 
 
 def test_a12_no_gpu_is_an_infrastructure_error(scale_shift_task, make_candidate, tmp_path):
-    from cutegen.errors import InfrastructureError
     from cutegen.cli_eval import gpu_available
+    from cutegen.errors import InfrastructureError
 
     if gpu_available():
         pytest.skip("a GPU is visible")

@@ -1,0 +1,218 @@
+"""The built-in ``sass`` profiler: instruction mix and resources, without a GPU.
+
+Reads the SASS the CuTe DSL kept (``CUTE_DSL_KEEP=...,sass``), or disassembles the cubin
+with ``nvdisasm -c`` (on PATH or from the ``nvidia-cuda-nvdisasm`` wheel), and reads
+registers, shared memory and block size straight from the cubin's ELF attributes. It
+reports global access widths, TMA, tensor-core instructions and their precision, spills,
+barriers and an sm_90 occupancy estimate, plus ``hint.*`` findings for the rewriters.
+Registered through the ``cutegen`` entry point ``sass``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+from cutegen.plugins.hookspecs import hookimpl
+from cutegen.profilers._base import Bottleneck, Finding, ProfileReport, ProfileTarget, Status
+from cutegen.profilers._cubin import CubinFormatError, KernelResources, parse_cubin
+from cutegen.profilers._occupancy import estimate_occupancy
+from cutegen.profilers._run import find_tool, run_tool
+from cutegen.profilers._sass_text import SassSummary, parse_sass, summarize
+
+#: Occupancy below this becomes a hint.
+LOW_OCCUPANCY = 0.25
+
+
+class SassProfiler:
+    """Instruction mix and resources of a candidate's kernels (CPU only)."""
+
+    name = "sass"
+
+    def __init__(self, *, nvdisasm: str | None = None) -> None:
+        self._nvdisasm = nvdisasm
+
+    def is_available(self) -> bool:
+        return True  # pure Python; nvdisasm is only needed when a cubin comes without SASS
+
+    def applies_to(self, bottleneck: Bottleneck) -> bool:
+        return True  # cheap, and meaningful for every class
+
+    def profile(self, target: ProfileTarget, *, timeout_s: float) -> ProfileReport:
+        t0 = time.monotonic()
+        notes: list[str] = []
+        text, artifact = None, None
+        if target.sass_path is not None and target.sass_path.is_file():
+            text, artifact = _read_text(target.sass_path), target.sass_path
+        elif target.cubin_path is not None and target.cubin_path.is_file():
+            tool = self._nvdisasm or find_nvdisasm(target.search_path)
+            if tool is None:
+                notes.append("no SASS given and nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+            else:
+                run = run_tool([tool, "-c", str(target.cubin_path)], timeout_s=timeout_s,
+                               env=target.child_env())
+                if run.timed_out:
+                    return ProfileReport(self.name, Status.TIMEOUT, error=run.describe(),
+                                         seconds=time.monotonic() - t0)
+                if run.ok and run.stdout.strip():
+                    text = run.stdout
+                    artifact = target.workdir / (target.cubin_path.stem + ".sass")
+                    artifact.write_text(text)
+                else:
+                    notes.append(run.describe())
+
+        resources: tuple[KernelResources, ...] = ()
+        if target.cubin_path is not None and target.cubin_path.is_file():
+            try:
+                resources = parse_cubin(target.cubin_path.read_bytes())
+            except (CubinFormatError, OSError) as e:
+                notes.append(f"cubin unreadable: {e}")
+
+        if text is None and not resources:
+            status = Status.FAILED if notes else Status.UNAVAILABLE
+            return ProfileReport(self.name, status,
+                                 error="; ".join(notes) or "no SASS and no cubin for this candidate",
+                                 seconds=time.monotonic() - t0)
+        kernels = parse_sass(text) if text else ()
+        if text is not None and not kernels:
+            notes.append("the SASS listing holds no instructions")
+        summary = summarize(kernels) if kernels else None
+        findings = sass_findings(summary, resources, target)
+        (target.workdir / "sass.json").write_text(json.dumps({
+            "kernels": [{"name": k.name, "instructions": k.n_instructions,
+                         "max_register": k.max_register, "opcodes": dict(k.opcodes)}
+                        for k in kernels],
+            "resources": [dataclasses.asdict(r) for r in resources],
+        }, indent=1, sort_keys=True))
+        return ProfileReport(self.name, Status.OK, findings=findings, artifact=artifact,
+                             error="; ".join(notes) or None, seconds=time.monotonic() - t0)
+
+
+def sass_findings(
+    summary: SassSummary | None,
+    resources: tuple[KernelResources, ...],
+    target: ProfileTarget | None = None,
+) -> tuple[Finding, ...]:
+    """Findings (facts, then hints) from an instruction mix and cubin resources (pure).
+
+    Args:
+        summary: the instruction mix of all kernels, if SASS was available.
+        resources: per-kernel resources from the cubin, if it was available.
+        target: gives the task's roofline kind and declared precision, when known.
+
+    Returns:
+        The findings.
+    """
+    facts: list[Finding] = []
+    tips: list[Finding] = []
+    ev = target.evaluation if target is not None else None
+    if summary is not None:
+        s = summary
+        facts += [
+            Finding("sass.instructions", s.n_instructions, f"{s.n_instructions} SASS instructions"),
+            Finding("sass.ldg_count", s.ldg_count),
+            Finding("sass.ldg_min_bits", s.ldg_min_bits),
+            Finding("sass.ldg_max_bits", s.ldg_max_bits),
+            Finding("sass.stg_count", s.stg_count),
+            Finding("sass.stg_min_bits", s.stg_min_bits),
+            Finding("sass.stg_max_bits", s.stg_max_bits),
+            Finding("sass.tma_ops", s.tma_ops),
+            Finding("sass.hgmma", s.hgmma),
+            Finding("sass.hmma", s.hmma),
+            Finding("sass.ffma", s.ffma),
+            Finding("sass.local_loads", s.local_loads),
+            Finding("sass.local_stores", s.local_stores),
+            Finding("sass.barriers", s.barriers),
+        ]
+        if s.mma_precisions:
+            facts.append(Finding("sass.mma_precision", ",".join(s.mma_precisions),
+                                 f"tensor-core MMAs compute in {', '.join(s.mma_precisions)}"))
+        narrow = [(kind, bits) for kind, count, bits in
+                  (("loads", s.ldg_count, s.ldg_min_bits), ("stores", s.stg_count, s.stg_min_bits))
+                  if count and bits < 128]
+        if narrow:
+            what = " and ".join(f"{kind} as narrow as {bits}-bit" for kind, bits in narrow)
+            tips.append(Finding("hint.vector_width", 128,
+                                f"global {what}: use 128-bit vectorized copies (LDG.E.128/STG.E.128),"
+                                " e.g. a wider copy atom or more contiguous elements per thread"))
+        local = s.local_loads + s.local_stores
+        if local:
+            why = "register spills" if s.spill_annotated else "local memory"
+            tips.append(Finding("hint.spills", local,
+                                f"{local} local-memory loads/stores ({why}): cut registers per thread"
+                                " (smaller per-thread tiles, less unrolling, fewer live values)"))
+        compute_task = ev is not None and ev.roofline is not None and ev.roofline.kind == "compute"
+        if compute_task and s.hgmma == 0:
+            used = "HMMA (mma.sync)" if s.hmma else "no tensor cores (FFMA)" if s.ffma else "no MMA"
+            tips.append(Finding("hint.tensor_cores", "wgmma",
+                                f"matmul uses {used}: on sm_90a use WGMMA (HGMMA) fed by TMA"))
+        declared = (ev.precision if ev is not None else "").lower()
+        low = [p for p in s.mma_precisions if p.split("->")[0] in ("tf32", "bf16", "f16", "e4m3", "e5m2")]
+        if low and ev is not None and not declared:
+            tips.append(Finding("hint.precision", low[0].split("->")[0],
+                                f"MMAs compute in {low[0]} but the candidate declares no PRECISION:"
+                                " declare it, or use a split-precision scheme (3xTF32) for fp32"))
+    tips += _resource_findings(resources, summary, facts)
+    return tuple(facts + tips)
+
+
+def _resource_findings(
+    resources: tuple[KernelResources, ...], summary: SassSummary | None, facts: list[Finding]
+) -> list[Finding]:
+    tips: list[Finding] = []
+    if not resources:
+        if summary is not None and summary.max_register >= 0:
+            est = summary.max_register + 1
+            facts.append(Finding("sass.registers_min", est,
+                                 f">= {est} registers per thread (highest register in the SASS)"))
+        return tips
+    main = max(resources, key=lambda r: r.registers or 0)
+    regs = main.registers
+    facts += [
+        Finding("sass.registers", regs if regs is not None else "unknown",
+                f"{regs} registers per thread" if regs is not None else ""),
+        Finding("sass.static_smem_bytes", main.static_smem_bytes),
+        Finding("sass.frame_bytes", main.frame_bytes),
+    ]
+    if main.threads_per_block:
+        facts.append(Finding("sass.threads_per_block", main.threads_per_block))
+    if regs is not None and main.threads_per_block:
+        occ = estimate_occupancy(regs_per_thread=regs, threads_per_block=main.threads_per_block,
+                                 smem_per_block=main.static_smem_bytes)
+        facts += [
+            Finding("sass.occupancy", round(occ.fraction, 4),
+                    f"theoretical occupancy {occ.fraction:.0%} ({occ.blocks_per_sm} blocks/SM,"
+                    f" limited by {occ.limiter.replace('_', ' ')}; static smem only)"),
+            Finding("sass.occupancy_limiter", occ.limiter),
+        ]
+        if occ.fraction < LOW_OCCUPANCY and occ.limiter in ("registers", "shared_memory"):
+            tips.append(Finding("hint.occupancy", round(occ.fraction, 4),
+                                f"occupancy {occ.fraction:.0%} limited by {occ.limiter.replace('_', ' ')}"
+                                f" ({regs} regs x {main.threads_per_block} threads): fewer registers"
+                                " or smaller tiles hide latency better"))
+    return tips
+
+
+def find_nvdisasm(path: str | None = None) -> str | None:
+    """nvdisasm on ``path`` (default PATH), else the one shipped in ``nvidia-cuda-nvdisasm``."""
+    found = find_tool("nvdisasm", path=path)
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for hit in sorted(Path(root).glob("*/bin/nvdisasm")):
+            return str(hit)
+    return None
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+@hookimpl
+def register_profilers() -> list[SassProfiler]:
+    """The ``sass`` profiler."""
+    return [SassProfiler()]

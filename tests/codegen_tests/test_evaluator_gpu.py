@@ -1,0 +1,254 @@
+"""RELIABILITY.md fixtures that need a GPU: faults (A1–A3, A8), numerics (B1–B8) and reward
+hacks (C1–C13, C18) against the real evaluator. Run with ``pytest -m gpu`` on the H200.
+
+Every fixture must get one of its expected verdicts (G1: none is ever CORRECT), the
+evaluator must survive, and the next known-good candidate must still be CORRECT (A2).
+The fixtures' device code is also compiled on the CPU in CI (test_fixtures_compile).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cutegen.codegen.backend import EvalOptions
+from cutegen.codegen.compile_cache import CompileCache
+from cutegen.codegen.evaluation import Verdict
+from cutegen.codegen.evaluator import LocalEvaluator
+
+V = Verdict
+
+ILLEGAL_ADDRESS = dict(kernel_extra="""
+    if tidx == 0:
+        far = cute.make_tensor(gO.iterator + cutlass.Int64(1 << 40), cute.make_layout(1))
+        far[0] = cutlass.Float32(1.0)
+""")
+DEVICE_HANG = dict(kernel_extra="""
+    k = cutlass.Int64(1)
+    while k > 0:
+        k = k + cutlass.Int64(1)
+        if k == cutlass.Int64(3):
+            tO[0] = tX[0]
+""")
+
+#: name -> (twist, static checks on?, accepted verdicts)
+FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
+    "a1_illegal_address": (ILLEGAL_ADDRESS, True, {V.CRASH}),
+    "a8_gpu_memory_hog": (dict(module_extra="""
+        _HOG = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.95), dtype=torch.uint8, device="cuda")
+    """), True, {V.OOM, V.CRASH, V.CORRECT}),
+    "b1_one_wrong_element": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        out.view(-1)[x.numel() // 2] += 1.0
+        return out
+    """), True, {V.WRONG}),
+    "b2_one_nan": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        out.view(-1)[0] = float("nan")
+        return out
+    """), True, {V.WRONG}),
+    "b3_wrong_dtype": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out.double()
+    """), True, {V.WRONG}),
+    "b3_wrong_shape": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out.view(-1)
+    """), True, {V.WRONG}),
+    "b4_bf16_inside_fp32": (dict(
+        kernel_store="tO[i] = tX[i].to(cutlass.BFloat16).to(cutlass.Float32) * 2.0 + 1.0"),
+        True, {V.WRONG}),
+    "b5_hardcoded_shape": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        if x.shape[0] != 2048:
+            return torch.zeros_like(x)
+        return out
+    """), True, {V.WRONG}),
+    "b7_public_seed": (dict(forward="""
+        torch.manual_seed(0)
+        fake = torch.randn(x.shape, device=x.device)
+        out = torch.empty_like(x)
+        run_kernel(fake, out)
+        return out
+    """), True, {V.WRONG}),
+    "b8_uninitialised_half": (dict(forward="""
+        out = torch.empty_like(x)
+        h = max(1, x.shape[0] // 2)
+        run_kernel(x[:h], out[:h])
+        return out
+    """), True, {V.WRONG, V.NONDETERMINISTIC}),
+    "c1_stale_memory": (dict(forward="return torch.empty_like(x)"), True, {V.WRONG}),
+    "c2_zero_inputs": (dict(forward="""
+        x.zero_()
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out
+    """), True, {V.INPUT_MODIFIED, V.WRONG}),
+    "c3_torch_does_the_work": (dict(forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return x * 2.0 + 1.0
+    """), True, {V.LIBRARY_CALL}),
+    "c4_fallback": (dict(forward="""
+        try:
+            raise RuntimeError("custom kernel failed")
+        except RuntimeError:
+            return x * 2.0 + 1.0
+    """), True, {V.DECOY}),
+    "c5_ghost_branch": (dict(forward="""
+        if x.shape[0] == 7:
+            out = torch.empty_like(x)
+            run_kernel(x, out)
+            return out
+        return x * 2.0 + 1.0
+    """), True, {V.DECOY}),
+    "c6_side_stream": (dict(forward="""
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            out = torch.empty_like(x)
+            torch.cuda._sleep(2_000_000)
+            run_kernel(x, out)
+        return out
+    """), False, {V.WRONG, V.SUSPICIOUS}),
+    "c7_background_thread": (dict(imports="import threading", forward="""
+        out = torch.empty_like(x)
+        def later():
+            import time
+            time.sleep(0.05)
+            run_kernel(x, out)
+        threading.Thread(target=later).start()
+        return out
+    """), False, {V.WRONG, V.THREAD_SPAWNED}),
+    "c8_lazy_output": (dict(module_extra="""
+        class Lazy(torch.Tensor):
+            pass
+    """, forward="""
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out.as_subclass(Lazy)
+    """), False, {V.WRONG_TYPE}),
+    "c9_timer_patch": (dict(module_extra="""
+        torch.cuda.Event.elapsed_time = lambda self, end: 0.001
+    """), False, {V.SUSPICIOUS}),
+    "c11_introspection": (dict(imports="import gc", forward="""
+        for o in gc.get_objects():
+            if isinstance(o, torch.Tensor) and o.shape == x.shape and o is not x:
+                return o.clone()
+        return torch.empty_like(x)
+    """), False, {V.WRONG}),
+    "c12_replay_by_pointer": (dict(module_extra="_SEEN = {}", forward="""
+        k = x.data_ptr()
+        if k in _SEEN:
+            return _SEEN[k]
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        _SEEN[k] = out
+        return out
+    """), True, {V.WRONG, V.NONDETERMINISTIC}),
+    "c13_correct_then_corrupt": (dict(module_extra="_N = [0]", forward="""
+        _N[0] += 1
+        out = torch.empty_like(x)
+        if _N[0] <= 10:
+            run_kernel(x, out)
+        return out
+    """), True, {V.WRONG}),
+    "c18_output_aliases_input": (dict(forward="""
+        run_kernel(x, x)
+        return x
+    """), True, {V.ALIASED_OUTPUT, V.INPUT_MODIFIED}),
+}
+
+
+def _ev(task, tmp_path, **kw) -> LocalEvaluator:
+    opts = EvalOptions(**{"bench_runs": 30, "run_timeout_s": 60.0, "baselines": False, **kw})
+    return LocalEvaluator(task, opts, run_dir=tmp_path / "run",
+                          compile_cache=CompileCache(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def shared_eval(tmp_path_factory):
+    from pathlib import Path
+
+    from cutegen.codegen.tasks import load_task_file
+
+    task = load_task_file(Path(__file__).resolve().parents[1] / "data" / "tasks" / "scale_shift.py")
+    tmp = tmp_path_factory.mktemp("gpu-eval")
+    ev = {True: _ev(task, tmp / "s"), False: _ev(task, tmp / "n", static_checks=False)}
+    yield ev
+    for e in ev.values():
+        e.close()
+
+
+@pytest.mark.gpu
+def test_positive_control_is_correct_with_baselines(scale_shift_task, make_candidate, tmp_path):
+    with _ev(scale_shift_task, tmp_path, baselines=True) as ev:
+        e = ev.evaluate(make_candidate("good"))
+    assert e.verdict == V.CORRECT, (e.message, e.details, e.log_tail[-3000:])
+    assert e.timing and e.timing.n == 30 and e.eager and e.compiled
+    assert e.speedup_eager and e.roofline and 0 < e.roofline_fraction < 1.0
+    assert all(t.passed for t in e.trials) and len(e.trials) >= 5
+    assert any(t.label.startswith("batch_size=127") for t in e.trials)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_fixture_is_rejected_and_next_candidate_passes(name, shared_eval, make_candidate):
+    twist, static, accepted = FIXTURES[name]
+    ev = shared_eval[static]
+    e = ev.evaluate(make_candidate(name, **twist))
+    assert e.verdict in accepted, (name, e.verdict, e.message, e.log_tail[-2000:])
+    if V.CORRECT not in accepted:
+        assert e.verdict != V.CORRECT  # G1
+    good = ev.evaluate(make_candidate("good"))
+    assert good.verdict == V.CORRECT, (name, good.message, good.log_tail[-2000:])
+
+
+@pytest.mark.gpu
+def test_a3_device_hang_is_killed_and_gpu_released(scale_shift_task, make_candidate, tmp_path):
+    with _ev(scale_shift_task, tmp_path, run_timeout_s=20.0) as ev:
+        t0 = time.monotonic()
+        e = ev.evaluate(make_candidate("hang", **DEVICE_HANG))
+        assert e.verdict == V.TIMEOUT
+        assert time.monotonic() - t0 < 20 + 40
+        assert ev.evaluate(make_candidate("good")).verdict == V.CORRECT
+
+
+@pytest.mark.gpu
+def test_d2_l2_flush_makes_a_cached_kernel_slower():
+    import torch
+
+    from cutegen.codegen._timing import Timer
+
+    x = torch.randn(4 * 2**20, device="cuda")  # 16 MB: fits the 60 MB L2
+    timer = Timer(flush_mb=256)
+    cold = timer.time_calls(lambda: x.mul(2.0), warmup=3, runs=50, flush=True)
+    warm = timer.time_calls(lambda: x.mul(2.0), warmup=3, runs=50, flush=False)
+    assert sorted(cold)[25] > 1.2 * sorted(warm)[25]
+
+
+@pytest.mark.gpu
+def test_retime_interleaves_fresh_workers(scale_shift_task, make_candidate, tmp_path):
+    with _ev(scale_shift_task, tmp_path) as ev:
+        good = make_candidate("good")
+        assert ev.evaluate(good).verdict == V.CORRECT
+        t = ev.retime([good, make_candidate("c13", **FIXTURES["c13_correct_then_corrupt"][0])],
+                      rounds=2)
+    assert t[0] is not None and t[0].n == 60
+    assert t[1] is None  # its timed outputs are wrong
+
+
+def test_fixtures_compile_for_sm90a(scale_shift_task, make_candidate, tmp_path):
+    """CI (no GPU): the device-side twists are valid CuTe DSL (they compile for sm_90a)."""
+    opts = EvalOptions(compile_only=True, run_timeout_s=60.0, static_checks=False)
+    with LocalEvaluator(scale_shift_task, opts, run_dir=tmp_path / "run",
+                        compile_cache=CompileCache(tmp_path / "cache")) as ev:
+        for name, twist in (("illegal", ILLEGAL_ADDRESS), ("hang", DEVICE_HANG),
+                            ("b4", FIXTURES["b4_bf16_inside_fp32"][0])):
+            e = ev.evaluate(make_candidate(name, **twist))
+            assert e.verdict == V.COMPILED, (name, e.message, e.log_tail[-2000:])
