@@ -245,8 +245,11 @@ class LocalEvaluator:
     # -- evaluation ---------------------------------------------------------------------
     def _key(self, cand: CandidateSource) -> str:
         o = self.options
+        # The task is part of the key: a candidate compiles different kernels for
+        # different shapes and dtypes, so its result for one task says nothing of another.
         return cache_key(cand.sha256, dsl_version=versions().get("nvidia-cutlass-dsl", "?"),
-                         arch=o.arch, options={"keep_sass": o.keep_sass})
+                         arch=o.arch, options={"keep_sass": o.keep_sass,
+                                               "task": self.task.sha256})
 
     def evaluate(self, candidate: CandidateSource) -> Evaluation:
         """Evaluate one candidate. Never raises for the candidate's own fault.
@@ -303,6 +306,39 @@ class LocalEvaluator:
                     samples[k].extend(got)  # type: ignore[union-attr]
         return [Timing.from_samples(s, method="re-timed in fresh workers, interleaved")
                 if s else None for s in samples]
+
+    def profile_target(self, candidate: CandidateSource, evaluation: Evaluation | None,
+                       workdir: Path) -> Any:
+        """A :class:`cutegen.profilers.ProfileTarget` for this candidate: its artifacts and a
+        launcher job (candidate file, main-shape input specs, the reference's parameters)
+        written under ``workdir``, which outlives this evaluator."""
+        import json
+
+        from cutegen.profilers import ProfileTarget, artifact_paths
+
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        cubin = sass = ptx = None
+        if evaluation is not None:
+            cubin, sass, ptx = artifact_paths(evaluation.artifacts, self.run_dir)
+        argv: tuple[str, ...] = ()
+        if self.mode == "gpu":
+            info = self._reference()
+            main = info["shapes"][0]
+            cand_path = workdir / f"cand_{candidate.short}.py"
+            cand_path.write_text(candidate.code, encoding="utf-8")
+            state = workdir / "state.pt"
+            shutil.copyfile(main["state_path"], state)
+            job = {"candidate_path": str(cand_path), "specs": main["specs"],
+                   "init_args": main["init_args"], "seed_init": main["seed_init"],
+                   "state_path": str(state), "seed": secrets.randbits(40)}
+            (workdir / "launch.json").write_text(json.dumps(job))
+            argv = (sys.executable, "-m", "cutegen.codegen.launch", str(workdir / "launch.json"))
+        env = self._env(secrets.token_hex(16), None)
+        env["HOME"] = env["TMPDIR"] = str(workdir)
+        return ProfileTarget(candidate_id=candidate.sha256, workdir=workdir, launch_argv=argv,
+                             env=env, cubin_path=cubin, sass_path=sass, ptx_path=ptx,
+                             evaluation=evaluation)
 
     # -- helpers used by _evalrun ---------------------------------------------------------
     def _keep_artifacts(self, cand: CandidateSource, key: str, entry: CompileEntry) -> dict[str, str]:

@@ -85,50 +85,65 @@ def compare(cand: Sequence[Any], ref64: Sequence[Any], native: Sequence[Any],
     return worst
 
 
+CHUNK = 1 << 26  # elements compared at a time (bounded float64 temporaries on the GPU)
+
+
 def _compare_one(c: Any, r: Any, n: Any, tag: str,
                  override: Mapping[str, float] | None) -> Comparison:
     import torch
 
     dtype = str(n.dtype).removeprefix("torch.")
+    c = c.to(r.device)
     if not (n.is_floating_point() or n.is_complex()):
-        if torch.equal(c.to(n.device), n):
+        n = n.to(r.device)
+        if torch.equal(c, n):
             return Comparison(True, "")
-        bad = int((c.to(n.device) != n).sum().item())
+        bad = int((c != n).sum().item())
         return Comparison(False, f"{tag}: {bad} of {n.numel()} elements differ (exact match required)")
-    c64 = c.to(device=r.device, dtype=torch.float64)
-    r64 = r.to(torch.float64)
-    n64 = n.to(device=r.device, dtype=torch.float64)
-    # NaN / Inf must sit exactly where the float64 reference has them.
-    for name, fn in (("NaN", torch.isnan), ("+Inf", lambda t: torch.isposinf(t)),
-                     ("-Inf", lambda t: torch.isneginf(t))):
-        mc, mr = fn(c64), fn(r64)
-        if not torch.equal(mc, mr):
-            extra = int((mc & ~mr).sum().item())
-            missing = int((mr & ~mc).sum().item())
-            return Comparison(False, f"{tag}: {name} mismatch ({extra} unexpected, {missing} missing)")
-    finite = torch.isfinite(r64)
-    if not bool(finite.any()):
-        return Comparison(True, "")
-    cf, rf, nf = c64[finite], r64[finite], n64[finite]
     atol, rtol = tolerance_for(dtype, override)
-    diff = (cf - rf).abs()
-    max_abs = float(diff.max().item())
-    max_rel = float((diff / rf.abs().clamp_min(1e-30)).max().item())
-    rmse = math.sqrt(float((diff * diff).mean().item()))
-    ndiff = (nf - rf).abs()
-    ref_rmse = math.sqrt(float((ndiff * ndiff).mean().item()))
-    ref_max = float(ndiff.max().item())
-    bad = diff > atol + rtol * rf.abs()
-    n_bad = int(bad.sum().item())
+    cf, rf, nf = c.reshape(-1), r.reshape(-1), n.to(r.device).reshape(-1)
+    max_abs = max_rel = ref_max = 0.0
+    sq = ref_sq = 0.0
+    n_fin = n_bad = 0
+    worst = (0.0, 0.0, 0.0)  # (diff, got, expected)
+    for lo in range(0, cf.numel(), CHUNK):
+        c64 = cf[lo:lo + CHUNK].to(torch.float64)
+        r64 = rf[lo:lo + CHUNK].to(torch.float64)
+        # NaN / Inf must sit exactly where the float64 reference has them.
+        for name, fn in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
+            mc, mr = fn(c64), fn(r64)
+            if not torch.equal(mc, mr):
+                extra = int((mc & ~mr).sum().item())
+                missing = int((mr & ~mc).sum().item())
+                return Comparison(False, f"{tag}: {name} mismatch ({extra} unexpected, {missing} missing)")
+        fin = torch.isfinite(r64)
+        c64, r64 = c64[fin], r64[fin]
+        if not c64.numel():
+            continue
+        n64 = nf[lo:lo + CHUNK].to(torch.float64)[fin]
+        diff = (c64 - r64).abs()
+        ndiff = (n64 - r64).abs()
+        n_fin += c64.numel()
+        sq += float((diff * diff).sum().item())
+        ref_sq += float((ndiff * ndiff).sum().item())
+        ref_max = max(ref_max, float(ndiff.max().item()))
+        k = int(torch.argmax(diff).item())
+        if float(diff[k]) >= worst[0]:
+            worst = (float(diff[k]), float(c64[k]), float(r64[k]))
+        max_abs = max(max_abs, worst[0])
+        max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-30)).max().item()))
+        n_bad += int((diff > atol + rtol * r64.abs()).sum().item())
+    if n_fin == 0:
+        return Comparison(True, "")
+    rmse, ref_rmse = math.sqrt(sq / n_fin), math.sqrt(ref_sq / n_fin)
     if n_bad == 0:
         return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
     if rmse <= K_RMSE * ref_rmse + atol / 100 and max_abs <= K_MAX * ref_max + atol:
         return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
-    idx = int(torch.argmax(diff).item())
     return Comparison(
         False,
-        f"{tag}: {n_bad} of {cf.numel()} elements outside atol={atol:g} rtol={rtol:g}; "
-        f"max abs err {max_abs:.3e} (got {float(cf[idx]):.6g}, expected {float(rf[idx]):.6g}); "
+        f"{tag}: {n_bad} of {n_fin} elements outside atol={atol:g} rtol={rtol:g}; "
+        f"max abs err {max_abs:.3e} (got {worst[1]:.6g}, expected {worst[2]:.6g}); "
         f"rmse {rmse:.3e} vs the task's own {dtype} reference {ref_rmse:.3e}",
         max_abs, max_rel, rmse, ref_rmse,
     )

@@ -97,18 +97,43 @@ def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: i
                f"{' (compile only, ' + arch + ')' if compile_only else ''} ...", err=True)
     with make_evaluator(t, opts, Path(run_dir)) as ev:
         e = ev.evaluate(cand)
+        sass_lines = sass_summary(ev, cand, e, Path(run_dir)) if e.artifacts else []
     if as_json:
         click.echo(json.dumps(e.to_dict(), indent=2))
     else:
-        print_evaluation(e, Path(run_dir))
+        print_evaluation(e)
+        for line in sass_lines:
+            click.echo(line)
     sys.exit(0 if e.ok else 1)
+
+
+def sass_summary(ev: Any, cand: Any, e: Any, run_dir: Path) -> list[str]:
+    """One line per SASS fact worth a glance (load widths, tensor cores, spills, registers),
+    from the built-in sass profiler over the evaluation's artifacts."""
+    from cutegen.profilers.sass import SassProfiler
+
+    target = ev.profile_target(cand, e, run_dir / "profiles" / cand.short)
+    rep = SassProfiler().profile(target, timeout_s=60.0)
+    if rep.status.value != "ok":
+        return [f"SASS: {rep.status.value} ({rep.error})"]
+    f = {x.key: x for x in rep.findings}
+    out = []
+    if "sass.ldg_count" in f:
+        out.append(f"SASS: {f['sass.instructions'].value} instructions; global loads "
+                   f"{f['sass.ldg_min_bits'].value}-{f['sass.ldg_max_bits'].value} bit, stores "
+                   f"{f['sass.stg_min_bits'].value}-{f['sass.stg_max_bits'].value} bit; HGMMA "
+                   f"{f['sass.hgmma'].value}, HMMA {f['sass.hmma'].value}; local memory "
+                   f"{f['sass.local_loads'].value + f['sass.local_stores'].value} ops")
+    out += [f"  {x.summary}" for x in rep.findings
+            if x.key.startswith(("hint.", "resources.", "occupancy")) and x.summary]
+    return out
 
 
 def _fmt_us(t: Any) -> str:
     return f"{t.median_us:,.2f} us" if t else "-"
 
 
-def print_evaluation(e: Any, run_dir: Path) -> None:
+def print_evaluation(e: Any) -> None:
     """A small human-readable table of an Evaluation (stdout)."""
     from rich.console import Console
     from rich.table import Table
@@ -142,25 +167,11 @@ def print_evaluation(e: Any, run_dir: Path) -> None:
     if e.stage_seconds:
         tab.add_row("time spent", ", ".join(f"{k} {v:.2f}s" for k, v in e.stage_seconds.items()))
     con.print(tab)
-    sass = [p for n, p in e.artifacts.items() if n.endswith(".sass")]
-    summarize = _sass_summarizer()
-    if sass and summarize is not None:
-        for rel in sass[:4]:
-            text = (run_dir / rel).read_text(errors="replace")
-            con.print(f"[bold]SASS[/] {Path(rel).name}: {summarize(text)}")
     for d in e.details[:3]:
         con.print(d if len(d) < 4000 else d[-4000:], markup=False)
     if not e.ok and e.log_tail:
         con.print("[dim]candidate output (tail):[/]")
         con.print(e.log_tail[-3000:], markup=False)
-
-
-def _sass_summarizer() -> Any:
-    try:
-        from cutegen.profilers.sass import summarize_sass_text
-    except ImportError:
-        return None
-    return summarize_sass_text
 
 
 @click.command("tasks")

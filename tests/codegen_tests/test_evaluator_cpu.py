@@ -239,3 +239,20 @@ def test_bad_task_errors_name_the_problem(tmp_path, make_candidate):
     task = load_task_file(bad_init)
     with _ev(task, tmp_path) as ev, pytest.raises(TaskError, match="JSON"):
         ev.evaluate(make_candidate("good"))
+
+
+def test_compile_cache_is_per_task(scale_shift_task, make_candidate, tmp_path):
+    """Regression: the same candidate file evaluated for a second task (another shape) was
+    answered from the first task's cache entry."""
+    from cutegen.codegen.tasks import load_task_file
+
+    src = scale_shift_task.path.read_text()
+    other = tmp_path / "scale_shift_wide.py"
+    other.write_text(src.replace("dim = 1024", "dim = 4096"))
+    cache = CompileCache(tmp_path / "cache")
+    opts = EvalOptions(compile_only=True, run_timeout_s=30.0)
+    with LocalEvaluator(scale_shift_task, opts, run_dir=tmp_path / "a", compile_cache=cache) as ev:
+        assert not ev.evaluate(make_candidate("good")).compile_cached
+    with LocalEvaluator(load_task_file(other), opts, run_dir=tmp_path / "b", compile_cache=cache) as ev:
+        e = ev.evaluate(make_candidate("good"))
+        assert e.verdict == Verdict.COMPILED and not e.compile_cached

@@ -1,0 +1,312 @@
+"""``cutegen search``, ``resume``, ``status`` and ``show``: run and inspect tree searches.
+
+Only parsing, composition and printing live here; the search itself is
+:class:`cutegen.search.Search`. Data goes to stdout, progress and messages to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cutegen.errors import ConfigError, ResumeMismatchError, StorageError, TaskError
+
+DEFAULT_DB = "runs/cutegen.db"
+
+
+def db_option(f: Any) -> Any:
+    return click.option(
+        "--db", type=click.Path(dir_okay=False), default=DEFAULT_DB, show_default=True,
+        envvar="CUTEGEN_DB",
+        help="The SQLite store (env CUTEGEN_DB). Each run keeps its files in a folder named "
+             "after it next to the store: runs/<run>/candidates/<sha256>.py ...")(f)
+
+
+def budget_options(f: Any) -> Any:
+    for opt in reversed([
+        click.option("--max-evals", type=click.IntRange(1, None), default=None,
+                     help="Stop after this many evaluations."),
+        click.option("--max-minutes", type=click.FloatRange(0, None, min_open=True),
+                     default=None, help="Stop after this much wall time (all sessions)."),
+        click.option("--max-gpu-minutes", type=click.FloatRange(0, None, min_open=True),
+                     default=None, help="Stop after this much GPU time (verify, benchmark, "
+                                        "re-timing)."),
+        click.option("--max-dollars", type=click.FloatRange(0, None, min_open=True),
+                     default=None, help="Stop after this much LLM spending."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _budget(max_evals: int | None, max_minutes: float | None, max_gpu_minutes: float | None,
+            max_dollars: float | None) -> Any:
+    from cutegen.search import Budget
+
+    return Budget(max_evals=max_evals, max_wall_s=None if max_minutes is None else max_minutes * 60,
+                  max_gpu_s=None if max_gpu_minutes is None else max_gpu_minutes * 60,
+                  max_usd=max_dollars)
+
+
+def _make_evaluator(task: Any, options: Any, run_dir: Path, storage: Any) -> Any:
+    """The evaluator for a run (tests replace this function with a fake)."""
+    if not options.compile_only:
+        from cutegen.cli_eval import require_gpu
+
+        require_gpu("searching (verifying and timing candidates)")
+    try:
+        from cutegen.codegen.evaluator import make_evaluator
+    except ModuleNotFoundError as e:  # pragma: no cover - only in a partial checkout
+        raise ConfigError(f"the evaluator is not available in this build ({e})") from e
+    from cutegen.search.storage import StoreBaselineCache
+
+    return make_evaluator(task, options, run_dir, baseline_cache=StoreBaselineCache(storage))
+
+
+def _open_store(db: str, *, must_exist: bool) -> Any:
+    from cutegen.search.storage import SqliteStorage
+
+    if must_exist and not Path(db).is_file():
+        raise StorageError(f"no store at {db} (`cutegen search` creates one; --db picks "
+                           "another)")
+    return SqliteStorage(db)
+
+
+@click.command("search")
+@click.argument("task", required=False)
+@click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
+              help="A KernelBench checkout; use with --level and --problem instead of TASK.")
+@click.option("--level", type=int, default=None, help="KernelBench level.")
+@click.option("--problem", type=int, default=None, help="KernelBench problem number.")
+@budget_options
+@click.option("--run", "run_name", default=None,
+              help="Name of the run (default: the task name and a timestamp).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Run seed: the same seed, task and results give the same tree.")
+@db_option
+@click.option("--rewriter", type=click.Choice(["builtin", "llm", "mixed"]), default="builtin",
+              show_default=True, help="Who proposes candidates.")
+@click.option("--seed-candidate", "seed_files", multiple=True,
+              type=click.Path(dir_okay=False, exists=True),
+              help="A candidate file to start from (repeatable), besides the bundled seeds.")
+@click.option("--compile-only", is_flag=True,
+              help="Only compile candidates (no GPU needed); nothing is timed.")
+@click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
+@click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
+               problem: int | None, max_evals: int | None, max_minutes: float | None,
+               max_gpu_minutes: float | None, max_dollars: float | None,
+               run_name: str | None, seed: int, db: str, rewriter: str,
+               seed_files: tuple[str, ...], compile_only: bool, arch: str,
+               gpu: int | None) -> None:
+    """Search for fast CuTe DSL kernels for TASK with a Monte-Carlo tree search.
+
+    TASK is a task file or a bundled task name (`cutegen tasks`), or omitted with
+    --kernelbench DIR --level L --problem P. Every step is committed to the store, so
+    Ctrl-C (finishes the current evaluation first), a crash or kill -9 lose nothing:
+    `cutegen resume RUN` continues exactly where it stopped.
+
+    \b
+    Examples:
+      cutegen search softmax_fp32 --max-evals 40
+      cutegen search my_task.py --seed-candidate mine.py --max-minutes 30 --run try1
+      cutegen search sum_rows_fp32 --compile-only --max-evals 10     (no GPU needed)
+    """
+    from cutegen.codegen import toolchain
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
+    from cutegen.codegen.tasks import resolve_task, seeds_dir
+    from cutegen.search import SearchParams
+    from cutegen.search.storage import RunConfig
+
+    t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
+    if rewriter != "builtin":
+        raise ConfigError(f"--rewriter {rewriter} is not available yet (the LLM rewriter is "
+                          "still being built); use --rewriter builtin")
+    rw = BuiltinRewriter(seed_files=seed_files)
+    if not rw.seeds(t.name):
+        have = sorted(p.stem for p in seeds_dir().glob("*.py") if not p.name.startswith("_"))
+        raise ConfigError(f"no seed candidate for {t.name}: bundled seeds exist for "
+                          f"{', '.join(have) or 'no task'} (a seed X.py serves tasks X and "
+                          "X_*); pass --seed-candidate FILE")
+    budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
+    params = SearchParams(expensive=None)  # the builtin rewriter has only cheap moves
+    opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
+    settings = {"params": params.to_dict(), "budget": budget.to_dict(),
+                "eval_options": dataclasses.asdict(opts), "rewriter": rewriter,
+                "seed_candidates": [{"path": str(Path(p).resolve()),
+                                     "sha256": CandidateSource.from_path(p).sha256}
+                                    for p in seed_files]}
+    if all(v is None for v in budget.to_dict().values()):
+        click.echo("no budget given: the search runs until every branch is exhausted or "
+                   "Ctrl-C (see --max-evals, --max-minutes, --max-gpu-minutes)", err=True)
+    name = run_name or f"{t.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    storage = _open_store(db, must_exist=False)
+    try:
+        run = storage.create_run(name, RunConfig(t.name, str(t.path), t.sha256, seed,
+                                                 toolchain.versions(), settings))
+        click.echo(f"run {name}: {t.name}, seed {seed}, store {db}", err=True)
+        _drive(storage, run, t, rw, params, budget, opts, db)
+    finally:
+        storage.close()
+
+
+@click.command("resume")
+@click.argument("run_name")
+@db_option
+@budget_options
+def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float | None,
+               max_gpu_minutes: float | None, max_dollars: float | None) -> None:
+    """Continue RUN exactly where it stopped (after Ctrl-C, a crash or kill -9).
+
+    Refuses when the task file or the toolchain (torch, nvidia-cutlass-dsl, cutegen, GPU)
+    changed since the run started. Budget options replace the stored ones (to extend a
+    run that finished on its budget).
+    """
+    from cutegen.codegen import toolchain
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.candidate import sha256_text
+    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
+    from cutegen.codegen.tasks import Task, load_task_file
+    from cutegen.search import Budget, SearchParams, check_resume
+
+    storage = _open_store(db, must_exist=True)
+    try:
+        run = storage.get_run(run_name)
+        cfg, settings = run.config, dict(run.config.settings)
+        try:
+            task = load_task_file(cfg.task_path, name=cfg.task_name)
+        except TaskError as e:
+            task = Task(cfg.task_name, Path(cfg.task_path), "", "file")
+            if not Path(cfg.task_path).is_file():
+                raise ResumeMismatchError(f"cannot resume run {run_name!r}: {e}") from e
+        check_resume(run, task, toolchain.versions())
+        seeds = settings.get("seed_candidates", [])
+        for s in seeds:
+            p = Path(s["path"])
+            if not p.is_file() or sha256_text(p.read_text(encoding="utf-8")) != s["sha256"]:
+                raise ResumeMismatchError(f"cannot resume run {run_name!r}: seed candidate "
+                                          f"{p} is missing or changed")
+        budget = Budget.from_dict(settings.get("budget", {}))
+        if any(v is not None for v in (max_evals, max_minutes, max_gpu_minutes, max_dollars)):
+            budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
+        params = SearchParams.from_dict(settings.get("params", {}))
+        opts = EvalOptions(**settings.get("eval_options", {}))
+        rw = BuiltinRewriter(seed_files=[s["path"] for s in seeds])
+        click.echo(f"resuming run {run_name}: {cfg.task_name}, seed {cfg.seed}", err=True)
+        _drive(storage, run, task, rw, params, budget, opts, db)
+    finally:
+        storage.close()
+
+
+class _StopFlag:
+    """First Ctrl-C asks the search to stop after the current evaluation; the second aborts."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def __call__(self) -> bool:
+        return self.set
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        def handler(signum: int, frame: object) -> None:
+            if self.set:
+                raise KeyboardInterrupt
+            self.set = True
+            click.echo("\nstopping after the current evaluation (Ctrl-C again to abort; "
+                       "nothing committed is lost either way)", err=True)
+
+        try:
+            old = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread (e.g. some test runners)
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+
+def _drive(storage: Any, run: Any, task: Any, rewriter: Any, params: Any, budget: Any,
+           opts: Any, db: str) -> None:
+    from cutegen.cli_search_view import Progress, print_summary
+    from cutegen.search import Search
+
+    run_dir = storage.run_dir(run.id)
+    evaluator = _make_evaluator(task, opts, run_dir, storage)
+    stop = _StopFlag()
+    try:
+        with Search(storage=storage, run=run, task=task, evaluator=evaluator,
+                    rewriter=rewriter, params=params, budget=budget) as search, \
+                stop.installed(), Progress(search, budget) as progress:
+            summary = search.run(should_stop=stop, on_step=progress.update)
+    finally:
+        close: Callable[[], None] | None = getattr(evaluator, "close", None)
+        if close is not None:
+            close()
+    print_summary(summary)
+    if summary.status == "stopped":
+        db_arg = "" if db == DEFAULT_DB else f" --db {db}"
+        click.echo(f"stopped; continue with: cutegen resume {run.name}{db_arg}", err=True)
+
+
+@click.command("status")
+@click.argument("run_name", required=False)
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_cmd(run_name: str | None, db: str, as_json: bool) -> None:
+    """What the store holds: every run, or one RUN in detail (evaluations, verdicts, best
+    speedup, state). Safe while a search is running."""
+    from cutegen.cli_search_view import print_status, run_status
+
+    storage = _open_store(db, must_exist=True)
+    try:
+        runs = [storage.get_run(run_name)] if run_name else storage.list_runs()
+        rows = [run_status(storage, r, detail=run_name is not None) for r in runs]
+    finally:
+        storage.close()
+    if as_json:
+        click.echo(json.dumps(rows[0] if run_name else rows, indent=2))
+    else:
+        print_status(rows, detail=run_name is not None)
+
+
+@click.command("show")
+@click.argument("run_name")
+@click.argument("node", type=int)
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
+    """One NODE of RUN: its lineage (the moves from its seed), evaluation, guidance,
+    lessons and source."""
+    from cutegen.cli_search_view import node_detail, print_node
+
+    storage = _open_store(db, must_exist=True)
+    try:
+        run = storage.get_run(run_name)
+        n = storage.get_node(node)
+        if n.run_id != run.id:
+            raise StorageError(f"node {node} does not belong to run {run_name!r}")
+        detail = node_detail(storage, n)
+    finally:
+        storage.close()
+    if as_json:
+        click.echo(json.dumps(detail, indent=2))
+    else:
+        print_node(detail)
+
+
+def register(cli: click.Group) -> None:
+    """Attach the search commands to the ``cutegen`` group."""
+    for cmd in (search_cmd, resume_cmd, status_cmd, show_cmd):
+        cli.add_command(cmd)
+

@@ -1,0 +1,106 @@
+"""The search session's plumbing: process liveness, the heartbeat thread, resume checks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from pathlib import Path
+
+from cutegen.codegen import toolchain
+from cutegen.codegen.tasks import Task
+from cutegen.errors import ResumeMismatchError
+from cutegen.search.storage import BaseStorage, FrozenRun
+
+log = logging.getLogger("cutegen.search")
+
+HOST = socket.gethostname()
+
+
+def pid_alive(host: str, pid: int) -> bool:
+    """Whether a session's process still runs. On another host we cannot tell and say yes
+    (its heartbeat going stale is then what frees the run). A zombie counts as dead."""
+    if host != HOST:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+class Heartbeat:
+    """A daemon thread stamping the session (and the RUNNING node) every ``interval_s``."""
+
+    def __init__(self, storage: BaseStorage, session_id: int, *, interval_s: float) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self.node_id: int | None = None
+        self._thread = threading.Thread(target=self._loop, name="cutegen-heartbeat",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._storage.heartbeat(self._session_id, self.node_id)
+            except Exception:  # noqa: BLE001 - the main thread meets the same error on commit
+                log.warning("heartbeat failed", exc_info=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def check_resume(run: FrozenRun, task: Task, versions: Mapping[str, str]) -> None:
+    """Refuse to resume a run whose task file or toolchain changed.
+
+    Raises:
+        ResumeMismatchError: listing every difference.
+    """
+    changes: list[str] = []
+    if task.sha256 != run.config.task_sha256:
+        changes.append(f"task file {task.path}: sha256 {run.config.task_sha256[:12]} -> "
+                       f"{task.sha256[:12]}")
+    old = dict(run.config.toolchain)
+    changes += toolchain.diff(old, dict(versions))
+    if old.get("gpu") and versions.get("gpu") and old["gpu"] != versions["gpu"]:
+        changes.append(f"gpu: {old['gpu']} -> {versions['gpu']}")
+    if changes:
+        raise ResumeMismatchError(
+            f"cannot resume run {run.name!r}: what it was started with changed:\n  - "
+            + "\n  - ".join(changes)
+            + "\nStart a new run (cutegen search ... --run NEW_NAME) to search with the "
+              "changed setup.")
+
+
+class SetView(AbstractSet[str]):
+    """A read-only view of a set (no copy per expansion as the run grows)."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, s: set[str]) -> None:
+        self._s = s
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._s
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._s)
+
+    def __len__(self) -> int:
+        return len(self._s)
