@@ -43,18 +43,15 @@ def cli() -> None:
 
 
 def _attach_commands() -> None:
-    from cutegen import cli_eval
+    """Add every command (and those plugins contribute) to the group, once."""
+    if cli.commands:
+        return
+    from cutegen import cli_eval, cli_llm, cli_plugins, cli_search
 
     cli_eval.register(cli)
-    for modname in ("cutegen.cli_search", "cutegen.cli_llm", "cutegen.cli_plugins",
-                    "cutegen.cli_report", "cutegen.cli_bench"):
-        try:
-            mod = __import__(modname, fromlist=["register"])
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue
-            raise
-        mod.register(cli)
+    cli_search.register(cli)
+    cli_llm.register(cli)
+    cli_plugins.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -147,10 +147,10 @@ def print_evaluation(e: Any) -> None:
                     f"p90 {e.timing.p90_us:,.2f}, n={e.timing.n})")
         tab.add_row("eager", _fmt_us(e.eager))
         tab.add_row("torch.compile", _fmt_us(e.compiled))
-        if e.speedup_eager:
-            tab.add_row("speedup vs eager", f"{e.speedup_eager:.2f}x")
-        if e.speedup_compile:
-            tab.add_row("speedup vs compile", f"{e.speedup_compile:.2f}x")
+        for label, base, sp in (("speedup vs eager", e.eager, e.speedup_eager),
+                                ("speedup vs compile", e.compiled, e.speedup_compile)):
+            if sp:
+                tab.add_row(label, f"{sp:.2f}x{_ci(base, e.timing)}")
         if e.roofline_fraction is not None and e.roofline:
             tab.add_row("roofline", f"{100 * e.roofline_fraction:.1f}% of the {e.roofline.kind} "
                         f"bound ({e.roofline.bound_us:,.2f} us)")
@@ -172,6 +172,16 @@ def print_evaluation(e: Any) -> None:
     if not e.ok and e.log_tail:
         con.print("[dim]candidate output (tail):[/]")
         con.print(e.log_tail[-3000:], markup=False)
+
+
+def _ci(base: Any, cand: Any) -> str:
+    """ (95% CI lo-hi), from the raw samples, or "" when they are not kept."""
+    from cutegen.codegen.stats import bootstrap_ratio_ci
+
+    if not (base and cand and base.samples_us and cand.samples_us):
+        return ""
+    lo, hi = bootstrap_ratio_ci(base.samples_us, cand.samples_us)
+    return f"  (95% CI {lo:.2f}-{hi:.2f}, bootstrap of the medians)"
 
 
 @click.command("tasks")

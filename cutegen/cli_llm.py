@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from cutegen.cli_search import db_option
+from cutegen._cli_options import db_option
 from cutegen.errors import ConfigError, StorageError
 
 _LLM_KEYS = ("model", "base_url", "max_dollars", "llm_timeout", "price_file", "price",

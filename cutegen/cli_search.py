@@ -17,17 +17,29 @@ from typing import Any
 
 import click
 
+from cutegen._cli_options import DEFAULT_DB, db_option
+from cutegen.cli_llm import llm_options
 from cutegen.errors import ConfigError, ResumeMismatchError, StorageError, TaskError
 
-DEFAULT_DB = "runs/cutegen.db"
 
+def profiling_options(f: Any) -> Any:
+    """Delayed profiling: when, how deep, which plugins (``cutegen plugins`` lists them)."""
+    from cutegen.cli_plugins import profiler_options
 
-def db_option(f: Any) -> Any:
-    return click.option(
-        "--db", type=click.Path(dir_okay=False), default=DEFAULT_DB, show_default=True,
-        envvar="CUTEGEN_DB",
-        help="The SQLite store (env CUTEGEN_DB). Each run keeps its files in a folder named "
-             "after it next to the store: runs/<run>/candidates/<sha256>.py ...")(f)
+    f = profiler_options(f)
+    for opt in reversed([
+        click.option("--profiling", type=click.Choice(["auto", "force", "off"]),
+                     default="auto", show_default=True,
+                     help="auto: profile correct nodes at --profile-depth or deeper; force: "
+                          "every successful node; off: never."),
+        click.option("--profile-depth", type=click.IntRange(1, None), default=3,
+                     show_default=True,
+                     help="Depth from which correct nodes are profiled (seeds are depth 1)."),
+        click.option("--profile-timeout", type=float, default=120.0, show_default=True,
+                     help="Seconds allowed for each profiler on one node."),
+    ]):
+        f = opt(f)
+    return f
 
 
 def budget_options(f: Any) -> Any:
@@ -100,12 +112,15 @@ def _open_store(db: str, *, must_exist: bool) -> Any:
               help="Only compile candidates (no GPU needed); nothing is timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+@profiling_options
+@llm_options(own_max_dollars=False)
 def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                problem: int | None, max_evals: int | None, max_minutes: float | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
                seed_files: tuple[str, ...], compile_only: bool, arch: str,
-               gpu: int | None) -> None:
+               gpu: int | None, profiling: str, profile_depth: int, profile_timeout: float,
+               profilers: str | None, disable_profilers: str, llm_config: Any) -> None:
     """Search for fast CuTe DSL kernels for TASK with a Monte-Carlo tree search.
 
     TASK is a task file or a bundled task name (`cutegen tasks`), or omitted with
@@ -128,20 +143,28 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
     from cutegen.search.storage import RunConfig
 
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
-    if rewriter != "builtin":
-        raise ConfigError(f"--rewriter {rewriter} is not available yet (the LLM rewriter is "
-                          "still being built); use --rewriter builtin")
-    rw = BuiltinRewriter(seed_files=seed_files)
-    if not rw.seeds(t.name):
+    if rewriter == "builtin" and llm_config is not None:
+        rewriter = "mixed"  # a configured model makes `mixed` the default (DESIGN.md seams)
+        click.echo("--model given: using --rewriter mixed", err=True)
+    if rewriter != "builtin" and llm_config is None:
+        raise ConfigError(f"--rewriter {rewriter} needs a model: give --model (and --base-url "
+                          "for a local server); see `cutegen search --help`")
+    if rewriter == "builtin" and not BuiltinRewriter(seed_files=seed_files).seeds(t.name):
         have = sorted(p.stem for p in seeds_dir().glob("*.py") if not p.name.startswith("_"))
         raise ConfigError(f"no seed candidate for {t.name}: bundled seeds exist for "
                           f"{', '.join(have) or 'no task'} (a seed X.py serves tasks X and "
-                          "X_*); pass --seed-candidate FILE")
+                          "X_*); pass --seed-candidate FILE, or use --rewriter llm|mixed")
     budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
-    params = SearchParams(expensive=None)  # the builtin rewriter has only cheap moves
+    # the builtin rewriter has only cheap moves, the llm one only expensive ones
+    params = (SearchParams(expensive=None) if rewriter == "builtin"
+              else SearchParams(cheap=None) if rewriter == "llm" else SearchParams())
     opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
     settings = {"params": params.to_dict(), "budget": budget.to_dict(),
                 "eval_options": dataclasses.asdict(opts), "rewriter": rewriter,
+                "profiling": {"mode": profiling, "depth": profile_depth,
+                              "timeout_s": profile_timeout, "only": profilers,
+                              "disabled": disable_profilers},
+                "llm": _llm_settings(llm_config),
                 "seed_candidates": [{"path": str(Path(p).resolve()),
                                      "sha256": CandidateSource.from_path(p).sha256}
                                     for p in seed_files]}
@@ -154,7 +177,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
         run = storage.create_run(name, RunConfig(t.name, str(t.path), t.sha256, seed,
                                                  toolchain.versions(), settings))
         click.echo(f"run {name}: {t.name}, seed {seed}, store {db}", err=True)
-        _drive(storage, run, t, rw, params, budget, opts, db)
+        _drive(storage, run, t, params, budget, opts, db, settings, llm_config)
     finally:
         storage.close()
 
@@ -163,8 +186,10 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
 @click.argument("run_name")
 @db_option
 @budget_options
+@llm_options(own_max_dollars=False)
 def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float | None,
-               max_gpu_minutes: float | None, max_dollars: float | None) -> None:
+               max_gpu_minutes: float | None, max_dollars: float | None,
+               llm_config: Any) -> None:
     """Continue RUN exactly where it stopped (after Ctrl-C, a crash or kill -9).
 
     Refuses when the task file or the toolchain (torch, nvidia-cutlass-dsl, cutegen, GPU)
@@ -174,7 +199,6 @@ def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float
     from cutegen.codegen import toolchain
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import sha256_text
-    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
     from cutegen.codegen.tasks import Task, load_task_file
     from cutegen.search import Budget, SearchParams, check_resume
 
@@ -200,9 +224,14 @@ def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float
             budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
         params = SearchParams.from_dict(settings.get("params", {}))
         opts = EvalOptions(**settings.get("eval_options", {}))
-        rw = BuiltinRewriter(seed_files=[s["path"] for s in seeds])
+        if settings.get("rewriter", "builtin") != "builtin":
+            stored = settings.get("llm") or {}
+            if llm_config is None:
+                raise ConfigError(f"run {run_name!r} uses the LLM (model {stored.get('model')!r}): "
+                                  "give --model (and --base-url) again to resume it; the key "
+                                  "is never stored")
         click.echo(f"resuming run {run_name}: {cfg.task_name}, seed {cfg.seed}", err=True)
-        _drive(storage, run, task, rw, params, budget, opts, db)
+        _drive(storage, run, task, params, budget, opts, db, settings, llm_config)
     finally:
         storage.close()
 
@@ -236,17 +265,62 @@ class _StopFlag:
             signal.signal(signal.SIGINT, old)
 
 
-def _drive(storage: Any, run: Any, task: Any, rewriter: Any, params: Any, budget: Any,
-           opts: Any, db: str) -> None:
+def _llm_settings(cfg: Any) -> dict[str, Any] | None:
+    """What of the LLM configuration is stored on the run (never the key)."""
+    if cfg is None:
+        return None
+    return {"model": cfg.model, "base_url": cfg.base_url, "max_dollars": cfg.max_dollars,
+            "max_tokens": cfg.max_tokens}
+
+
+def _rewriter(settings: dict[str, Any], storage: Any, run: Any, evaluator: Any,
+              llm_config: Any) -> Any:
+    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
+
+    seeds = [s["path"] for s in settings.get("seed_candidates", [])]
+    builtin = BuiltinRewriter(seed_files=seeds)
+    kind = settings.get("rewriter", "builtin")
+    if kind == "builtin":
+        return builtin
+    from cutegen.codegen.llm import LLMClient
+    from cutegen.codegen.llm.store_adapter import StoreCallRecorder
+    from cutegen.codegen.rewriters.llm import LLMRewriter, compile_check_from
+    from cutegen.codegen.rewriters.mixed import MixedRewriter
+
+    client = LLMClient(llm_config, StoreCallRecorder(storage, run.id))
+    llm = LLMRewriter(client, compile_check=compile_check_from(evaluator))
+    return llm if kind == "llm" else MixedRewriter(llm, builtin)
+
+
+def _profile_hook(settings: dict[str, Any], evaluator: Any, storage: Any, run_dir: Path) -> Any:
+    from cutegen.cli_plugins import plugin_manager_from_options
+    from cutegen.plugins import available_profilers
+    from cutegen.profilers._hook import make_profile_hook
+
+    p = settings.get("profiling") or {"mode": "off"}
+    if p.get("mode", "auto") == "off":
+        return None
+    pm = plugin_manager_from_options(p.get("only"), p.get("disabled") or "")
+    profs = {n: pr for n, pr in available_profilers(pm).items() if pr.is_available()}
+    return make_profile_hook(evaluator=evaluator, storage=storage, profilers=profs,
+                             profile_depth=int(p.get("depth", 3)), mode=p.get("mode", "auto"),
+                             run_dir=run_dir, timeout_s=float(p.get("timeout_s", 120.0)))
+
+
+def _drive(storage: Any, run: Any, task: Any, params: Any, budget: Any, opts: Any, db: str,
+           settings: dict[str, Any], llm_config: Any = None) -> None:
     from cutegen.cli_search_view import Progress, print_summary
     from cutegen.search import Search
 
     run_dir = storage.run_dir(run.id)
     evaluator = _make_evaluator(task, opts, run_dir, storage)
+    rewriter = _rewriter(settings, storage, run, evaluator, llm_config)
+    hook = _profile_hook(settings, evaluator, storage, run_dir)
     stop = _StopFlag()
     try:
         with Search(storage=storage, run=run, task=task, evaluator=evaluator,
-                    rewriter=rewriter, params=params, budget=budget) as search, \
+                    rewriter=rewriter, params=params, budget=budget,
+                    profile_hook=hook) as search, \
                 stop.installed(), Progress(search, budget) as progress:
             summary = search.run(should_stop=stop, on_step=progress.update)
     finally:

@@ -14,6 +14,7 @@ import hashlib
 import random
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from cutegen.codegen.candidate import CandidateSource, TunableValue, parse_tunables
@@ -153,6 +154,16 @@ class FakeEvaluator:
             xs = self._samples(self.true_time_us(c.code), self.samples * rounds, rng)
             out.append(Timing.from_samples(xs, method="fake re-timing"))
         return out
+
+    def profile_target(self, candidate: CandidateSource, evaluation: Evaluation | None,
+                       workdir: Path) -> Any:
+        """A target with no artifacts and nothing to launch: profilers that need them
+        report ``unavailable``, as they would for a candidate that cannot run here."""
+        from cutegen.profilers import ProfileTarget
+
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        return ProfileTarget(candidate_id=candidate.sha256, workdir=Path(workdir),
+                             evaluation=evaluation)
 
     def close(self) -> None:
         self.closed = True

@@ -39,7 +39,7 @@ class GateParams:
 
     alpha: float = 0.05
     min_improvement: float = 0.01
-    rounds: int = 3
+    rounds: int = 2
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1 or self.min_improvement < 0 or self.rounds < 1:

@@ -30,7 +30,7 @@ from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
 from cutegen.codegen.rewriters.base import RewriteContext, Rewriter
 from cutegen.codegen.tasks import Task
-from cutegen.errors import CuteGenError, InfrastructureError, StorageError
+from cutegen.errors import BudgetExceededError, CuteGenError, InfrastructureError, StorageError
 from cutegen.search import _best, _policy
 from cutegen.search._budget import Budget, Usage
 from cutegen.search._memory import Memory, classify
@@ -401,7 +401,12 @@ class Search:
             if should_stop is not None and should_stop():
                 reason, status = "stopped on request", "stopped"
                 break
-            report = self.step()
+            try:
+                report = self.step()
+            except BudgetExceededError as e:
+                # the LLM's hard cap refused the next call before sending it: a clean stop
+                reason, status = f"LLM dollar cap reached ({e})", "finished"
+                break
             if report is None:
                 reason, status = "nothing left to try (every branch exhausted or pruned)", \
                     "finished"

@@ -24,6 +24,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+
 from cutegen.codegen.candidate import parse_tunables, set_tunable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,6 @@ from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.rewriters.llm import LLMRewriter
 from cutegen.codegen.rewriters.mixed import MixedRewriter
 from cutegen.codegen.tasks import Task
-from cutegen.errors import BudgetExceededError
 from cutegen.search import Budget, Search, SearchParams
 from cutegen.search.storage import InMemoryStorage, RunConfig, SqliteStorage
 from cutegen.testing import FakeEvaluator, fake_candidate
@@ -129,12 +128,13 @@ def test_the_dollar_cap_stops_a_search(server, store, task, fast_sleep):
     run = store.create_run("capped", RunConfig(task.name, str(task.path), task.sha256, seed=1))
     server.push(*[reply(llm_answer(i), usage=None) for i in range(20)])
     client = make_client(server, store, run, fast_sleep, max_dollars=0.12, max_tokens=16_000)
-    with pytest.raises(BudgetExceededError):
-        with Search(storage=store, run=run, task=task, evaluator=FakeEvaluator(seed=1),
-                    rewriter=LLMRewriter(client), params=SearchParams(cheap=None,
-                                                                      initial_candidates=2),
-                    budget=Budget(max_evals=50), heartbeat=False) as search:
-            search.run()
+    with Search(storage=store, run=run, task=task, evaluator=FakeEvaluator(seed=1),
+                rewriter=LLMRewriter(client), params=SearchParams(cheap=None,
+                                                                  initial_candidates=2),
+                budget=Budget(max_evals=50), heartbeat=False) as search:
+        summary = search.run()
+    # the cap refusing the next call is a clean stop of the run, not an error
+    assert summary.status == "finished" and "dollar cap" in summary.reason
     assert store.llm_spent_usd(run.id) <= 0.12
     assert len(server.requests) == len(store.get_nodes(run.id))  # each paid answer is a node
     assert all(n.state.is_finished() for n in store.get_nodes(run.id))

@@ -95,7 +95,7 @@ def test_defaults_db_and_run_name(cli, made, env, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("args", "error", "text"), [
-    (["--rewriter", "llm"], ConfigError, "not available yet"),
+    (["--rewriter", "llm"], ConfigError, "needs a model: give --model"),
     ([], ConfigError, "no seed candidate for toy_fp32"),
 ])
 def test_search_refuses_clearly(cli, made, env, args, error, text):

@@ -351,6 +351,9 @@ def test_gate_retimes_only_candidates_that_look_faster(storage, task, run_config
     hist = storage.get_best_history(run.id)
     retimed = [d for d in hist if d.p_value is not None]
     assert ev.retimes == len(retimed) > 0
-    assert all(d.n_new == d.n_old == 90 for d in retimed)
+    from cutegen.search._best import GateParams
+
+    n = GateParams().rounds * 30  # FakeEvaluator.retime gives 30 samples a round
+    assert all(d.n_new == d.n_old == n for d in retimed)
     correct = [r for r in storage.get_results(run.id) if r.verdict == Verdict.CORRECT]
     assert len(hist) == len(correct)  # one decision per correct node, written in its commit

@@ -1,0 +1,109 @@
+"""The one-import-name layout (STYLE.md §1) and its traps, guarded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import tomllib
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_on_disk_is_declared_in_pyproject():
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {"cutegen"}
+    for top, name in (("search", "search"), ("codegen", "codegen"), ("profilers", "profilers"),
+                      ("plugins", "plugins"), ("benchmarks", "benchmarks")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top).parts
+            on_disk.add(".".join(("cutegen", name, *rel)))
+    assert on_disk == set(cfg["packages"])
+
+
+@pytest.mark.slow
+def test_wheel_holds_only_cutegen_and_its_data(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (whl,) = tmp_path.glob("cutegen-*.whl")
+    names = zipfile.ZipFile(whl).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"cutegen", next(t for t in tops if t.endswith(".dist-info"))}
+    for must in ("cutegen/codegen/prompts/primer.md", "cutegen/benchmarks/tasks/softmax_bf16.py",
+                 "cutegen/benchmarks/seeds/softmax.py", "cutegen/codegen/llm/client.py",
+                 "cutegen/search/storage/_sqlite.py", "cutegen/py.typed"):
+        assert must in names, must
+    assert not any("/tests/" in n or n.startswith("tests/") for n in names)
+
+
+def test_every_command_has_help():
+    from cutegen.cli import _attach_commands, cli
+
+    _attach_commands()
+    assert {"tasks", "eval", "search", "resume", "status", "show", "plugins",
+            "export-traces"} <= set(cli.commands)
+    for name, cmd in cli.commands.items():
+        r = CliRunner().invoke(cli, [name, "--help"])
+        assert r.exit_code == 0 and "Usage" in r.output, name
+        assert cmd.help and len(cmd.help) > 40, name
+
+
+def test_tasks_lists_the_bundled_suite():
+    from cutegen.cli import _attach_commands, cli
+
+    _attach_commands()
+    r = CliRunner().invoke(cli, ["tasks", "--json"])
+    names = {t["name"] for t in __import__("json").loads(r.output)}
+    need = {"softmax_fp32", "softmax_bf16", "log_softmax_bf16", "layernorm_bf16", "rmsnorm_bf16",
+            "cross_entropy_bf16", "gelu_scale_bias_bf16", "sum_rows_bf16", "cumsum_fp32",
+            "gemm_bf16", "gemm_bias_relu_bf16"}
+    assert need <= names
+
+
+def test_eval_without_gpu_says_so_plainly(tmp_path):
+    from cutegen.cli import main
+    from cutegen.cli_eval import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is visible")
+    cand = tmp_path / "c.py"
+    cand.write_text("class ModelNew: pass\n")
+    r = subprocess.run([sys.executable, "-m", "cutegen", "eval", "softmax_bf16", str(cand)],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 4 and "needs an NVIDIA GPU" in r.stderr and "--compile-only" in r.stderr
+    assert main is not None
+
+
+def test_bad_task_spec_errors():
+    from cutegen.codegen.tasks import resolve_task
+    from cutegen.errors import TaskError
+
+    with pytest.raises(TaskError, match="no bundled task named"):
+        resolve_task("softmaxx")
+    with pytest.raises(TaskError, match="not found"):
+        resolve_task("/nonexistent/task.py")
+    with pytest.raises(TaskError, match="--level and --problem"):
+        resolve_task(None, kernelbench="/x")
+
+
+def test_task_file_problems_are_named(tmp_path):
+    from cutegen.codegen.tasks import load_kernelbench_task, load_task_file
+    from cutegen.errors import TaskError
+
+    p = tmp_path / "t.py"
+    p.write_text("def get_inputs(:\n")
+    with pytest.raises(TaskError, match="syntax error at line 1"):
+        load_task_file(p)
+    p.write_text("class Model: pass\ndef get_inputs(): return []\n")
+    with pytest.raises(TaskError, match="missing get_init_inputs"):
+        load_task_file(p)
+    kb = tmp_path / "KernelBench" / "level1"
+    kb.mkdir(parents=True)
+    (kb / "23_Softmax.py").write_text((ROOT / "benchmarks/tasks/softmax_fp32.py").read_text())
+    assert load_kernelbench_task(tmp_path, 1, 23).name == "kb_L1_P23_Softmax"
+    with pytest.raises(TaskError, match="no problem 24"):
+        load_kernelbench_task(tmp_path, 1, 24)
