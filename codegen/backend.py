@@ -3,17 +3,26 @@
 The search talks to an :class:`Evaluator` bound to one task. Implementations: the local
 process-isolated evaluator (:class:`cutegen.codegen.evaluator.LocalEvaluator`), the fake one
 used in CPU tests (:class:`cutegen.testing.FakeEvaluator`), and pools or remote engines that
-wrap them behind the same interface.
+wrap them behind the same interface: one evaluator per GPU of this host
+(:class:`cutegen.codegen.pool.GpuPool`) or per GPU of a Ray cluster
+(:func:`cutegen.codegen.ray_backend.make_ray_pool`). Those also accept work asynchronously
+(:class:`AsyncEvaluator`), which is what a parallel search needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Timing
+
+#: Set in the environment of every child the evaluators start: NVLink multicast stays off
+#: (a program using it can take a shared multi-GPU host's GPUs out of service).
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +102,25 @@ class Evaluator(Protocol):
 
     def close(self) -> None:
         """Stop any worker processes."""
+        ...
+
+
+@runtime_checkable
+class AsyncEvaluator(Evaluator, Protocol):
+    """An evaluator that takes several candidates at once (one per device it drives).
+
+    ``evaluate``/``retime`` stay usable from the caller's thread; ``submit`` queues work.
+    A device that raises :class:`~cutegen.errors.InfrastructureError` is taken out of
+    service and its candidate's future fails with :class:`~cutegen.errors.DeviceLostError`
+    (the search requeues the node); once no device is left, futures fail with
+    :class:`~cutegen.errors.InfrastructureError`.
+    """
+
+    @property
+    def capacity(self) -> int:
+        """Devices still in service."""
+        ...
+
+    def submit(self, candidate: CandidateSource) -> Future[Evaluation]:
+        """Queue one candidate; the future holds its Evaluation or the infrastructure error."""
         ...

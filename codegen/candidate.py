@@ -21,7 +21,9 @@ The search process never imports a candidate: everything here reads source with 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +95,24 @@ def _module_assign(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | 
     return None
 
 
+#: ``ast.parse`` from two threads at once can fail spuriously on CPython < 3.12 ("AST
+#: constructor recursion depth mismatch": the converter's depth counter is per interpreter
+#: and a GC finalizer can switch threads mid-conversion; reproduced on 3.11.7, not on 3.12).
+#: A parallel search parses in its search thread and in the pool's threads, so every parse
+#: of candidate or task source goes through :func:`parse_python`.
+_AST_LOCK = threading.RLock()
+
+
+def parse_python(code: str) -> ast.Module:
+    """``ast.parse(code)``, safe to call from several threads at once.
+
+    Raises:
+        SyntaxError: as ``ast.parse``.
+    """
+    with _AST_LOCK:
+        return ast.parse(code)
+
+
 def _literal(node: ast.AST) -> Any:
     try:
         return ast.literal_eval(node)
@@ -109,7 +129,7 @@ def parse_tunables(code: str) -> dict[str, Tunable]:
         CandidateError: the source does not parse, or TUNABLES is not a dict of literals.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as e:
         raise CandidateError(f"candidate does not parse: {e}") from e
     node = _module_assign(tree, "TUNABLES")
@@ -149,7 +169,7 @@ def set_tunable(code: str, name: str, value: TunableValue) -> str:
     t = tunables[name]
     if t.choices and value not in t.choices:
         raise CandidateError(f"{name}={value!r} is outside TUNABLE_CHOICES {list(t.choices)}")
-    tree = ast.parse(code)
+    tree = parse_python(code)
     node = _module_assign(tree, "TUNABLES")
     assert node is not None and isinstance(node.value, ast.Dict)
     for k, v in zip(node.value.keys, node.value.values, strict=True):
@@ -169,10 +189,12 @@ def _replace_span(code: str, node: ast.AST, text: str) -> str:
     return (raw[:start] + text.encode("utf-8") + raw[end:]).decode("utf-8")
 
 
+@functools.lru_cache(maxsize=1024)
 def declared_precision(code: str) -> str:
-    """The candidate's ``PRECISION`` declaration, or "" when it declares none."""
+    """The candidate's ``PRECISION`` declaration, or "" when it declares none (cached by
+    source text, like :func:`cutegen.codegen.static.check_source`)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return ""
     node = _module_assign(tree, "PRECISION")

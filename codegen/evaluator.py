@@ -13,7 +13,6 @@ Candidate faults become Evaluations; machine faults raise InfrastructureError.
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import shutil
@@ -27,7 +26,7 @@ from typing import Any
 
 from cutegen.codegen import _verdict
 from cutegen.codegen._proc import Child
-from cutegen.codegen.backend import BaselineCache, EvalOptions
+from cutegen.codegen.backend import NO_MULTICAST, BaselineCache, EvalOptions
 from cutegen.codegen.candidate import CandidateSource, declared_precision
 from cutegen.codegen.compile_cache import CompileCache, CompileEntry, cache_key, default_dir
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
@@ -90,6 +89,7 @@ class LocalEvaluator:
         self._req = 0
         self._spare: Child | None = None
         self._spare_lock = threading.Lock()
+        self._active: Child | None = None  # the candidate worker in flight (for abort)
         self._baselines: dict[str, Any] | None = None
         self._fsize_mb = 8192
         self.gpu_name = ""
@@ -101,12 +101,15 @@ class LocalEvaluator:
         env.update(HOME=str(self.scratch), TMPDIR=str(self.scratch), PYTHONUNBUFFERED="1",
                    PYTHONDONTWRITEBYTECODE="1", CUTEGEN_TOKEN=token,
                    CUTE_DSL_DISABLE_FILE_CACHING="1")
+        env.update(NO_MULTICAST)
         if self.options.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu)
         elif "CUDA_VISIBLE_DEVICES" in os.environ:
             env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
         if self.mode == "compile":
             env["CUTE_DSL_ARCH"] = self.options.arch
+            if self.options.gpu is None:  # compiling needs no GPU: keep off the timed ones
+                env["CUDA_VISIBLE_DEVICES"] = ""
         if dump_dir is not None:
             sass = self.options.keep_sass and nvdisasm_for_dsl()
             env["CUTE_DSL_KEEP"] = "ptx,cubin,sass" if sass else "ptx,cubin"
@@ -217,7 +220,22 @@ class LocalEvaluator:
             if w is not None:
                 w.kill()
             w = self._start_worker()
+        self._active = w
         return w
+
+    def warm(self, candidate: CandidateSource) -> None:
+        """Do this candidate's source parsing now, in the caller's thread (the results are
+        cached), so the thread that later evaluates it parses nothing: on CPython < 3.12,
+        ``ast.parse`` running in two threads at once can fail spuriously."""
+        check_source(candidate.code)
+        declared_precision(candidate.code)
+
+    def abort(self) -> None:
+        """Kill the candidate worker in flight, if any (called from another thread than the
+        one driving it: that evaluation then ends as a crash nobody should store)."""
+        w = self._active
+        if w is not None and w.alive():
+            w.kill()
 
     def _warm_spare(self) -> None:
         with self._spare_lock:
@@ -379,7 +397,3 @@ def make_evaluator(task: Task, options: EvalOptions, run_dir: Path, *,
                    baseline_cache: BaselineCache | None = None) -> LocalEvaluator:
     """The evaluator the CLI uses: a :class:`LocalEvaluator` for this machine."""
     return LocalEvaluator(task, options, run_dir=run_dir, baseline_cache=baseline_cache)
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

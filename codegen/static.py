@@ -8,8 +8,10 @@ the workers do the real work. Pure functions over the source text; nothing is im
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
+from cutegen.codegen.candidate import parse_python
 from cutegen.codegen.evaluation import Verdict
 
 #: torch functions that do the work a candidate must do in CuTe DSL kernels.
@@ -63,10 +65,15 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=1024)
 def check_source(code: str) -> StaticResult:
-    """Run the static filters. ``ok`` is False with the verdict and the first reason."""
+    """Run the static filters. ``ok`` is False with the verdict and the first reason.
+
+    Cached by source text (the result is frozen): an evaluation pool calls it in the
+    search thread when a candidate is submitted, so its device threads never parse.
+    """
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as e:
         return StaticResult(False, Verdict.COMPILE_ERROR,
                             f"Python syntax error at line {e.lineno}: {e.msg}")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from cutegen.codegen.candidate import sha256_text
+from cutegen.codegen.candidate import parse_python, sha256_text
 from cutegen.errors import TaskError
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -63,7 +63,7 @@ def check_task_source(source: str, *, where: str = "task") -> None:
         TaskError: naming the problem (syntax error with its line, or the missing names).
     """
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         raise TaskError(f"{where}: syntax error at line {e.lineno}: {e.msg}") from e
     defined: set[str] = set()

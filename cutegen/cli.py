@@ -46,10 +46,11 @@ def _attach_commands() -> None:
     """Add every command (and those plugins contribute) to the group, once."""
     if cli.commands:
         return
-    from cutegen import cli_eval, cli_llm, cli_plugins, cli_search
+    from cutegen import cli_eval, cli_llm, cli_plugins, cli_report, cli_search
 
     cli_eval.register(cli)
     cli_search.register(cli)
+    cli_report.register(cli)
     cli_llm.register(cli)
     cli_plugins.register(cli)
 

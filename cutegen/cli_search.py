@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from cutegen import _cli_devices
+from cutegen._cli_devices import device_options
 from cutegen._cli_options import DEFAULT_DB, db_option
 from cutegen.cli_llm import llm_options
 from cutegen.errors import ConfigError, ResumeMismatchError, StorageError, TaskError
@@ -82,6 +84,12 @@ def _make_evaluator(task: Any, options: Any, run_dir: Path, storage: Any) -> Any
     return make_evaluator(task, options, run_dir, baseline_cache=StoreBaselineCache(storage))
 
 
+def _make_pool(task: Any, options: Any, run_dir: Path, storage: Any,
+               devices: dict[str, Any]) -> Any:
+    """The evaluator of a multi-device run (tests replace this function with fakes)."""
+    return _cli_devices.make_pool(task, options, run_dir, storage, devices)
+
+
 def _open_store(db: str, *, must_exist: bool) -> Any:
     from cutegen.search.storage import SqliteStorage
 
@@ -112,6 +120,7 @@ def _open_store(db: str, *, must_exist: bool) -> Any:
               help="Only compile candidates (no GPU needed); nothing is timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+@device_options
 @profiling_options
 @llm_options(own_max_dollars=False)
 def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
@@ -119,8 +128,10 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
                seed_files: tuple[str, ...], compile_only: bool, arch: str,
-               gpu: int | None, profiling: str, profile_depth: int, profile_timeout: float,
-               profilers: str | None, disable_profilers: str, llm_config: Any) -> None:
+               gpu: int | None, gpus: str | None, backend: str | None,
+               ray_address: str | None, compile_ahead: int | None, profiling: str,
+               profile_depth: int, profile_timeout: float, profilers: str | None,
+               disable_profilers: str, llm_config: Any) -> None:
     """Search for fast CuTe DSL kernels for TASK with a Monte-Carlo tree search.
 
     TASK is a task file or a bundled task name (`cutegen tasks`), or omitted with
@@ -133,12 +144,14 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
       cutegen search softmax_fp32 --max-evals 40
       cutegen search my_task.py --seed-candidate mine.py --max-minutes 30 --run try1
       cutegen search sum_rows_fp32 --compile-only --max-evals 10     (no GPU needed)
+      cutegen search softmax_fp32 --gpus all --max-evals 200         (every GPU here)
+      cutegen search softmax_fp32 --backend ray --ray-address auto   (a Ray cluster)
     """
     from cutegen.codegen import toolchain
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
     from cutegen.codegen.rewriters.builtin import BuiltinRewriter
-    from cutegen.codegen.tasks import resolve_task, seeds_dir
+    from cutegen.codegen.tasks import resolve_task
     from cutegen.search import SearchParams
     from cutegen.search.storage import RunConfig
 
@@ -149,16 +162,19 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
     if rewriter != "builtin" and llm_config is None:
         raise ConfigError(f"--rewriter {rewriter} needs a model: give --model (and --base-url "
                           "for a local server); see `cutegen search --help`")
-    if rewriter == "builtin" and not BuiltinRewriter(seed_files=seed_files).seeds(t.name):
-        have = sorted(p.stem for p in seeds_dir().glob("*.py") if not p.name.startswith("_"))
-        raise ConfigError(f"no seed candidate for {t.name}: bundled seeds exist for "
-                          f"{', '.join(have) or 'no task'} (a seed X.py serves tasks X and "
-                          "X_*); pass --seed-candidate FILE, or use --rewriter llm|mixed")
+    if rewriter == "builtin":
+        rw = BuiltinRewriter(seed_files=seed_files)
+        if not rw.seeds(t):
+            raise ConfigError(f"no seed candidate for {t.name}: {rw.not_covered(t)}")
     budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
     # the builtin rewriter has only cheap moves, the llm one only expensive ones
     params = (SearchParams(expensive=None) if rewriter == "builtin"
               else SearchParams(cheap=None) if rewriter == "llm" else SearchParams())
     opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
+    devices = _cli_devices.resolve(gpus=gpus, backend=backend, ray_address=ray_address,
+                                   compile_ahead=compile_ahead, gpu=gpu,
+                                   compile_only=compile_only)
+    params = dataclasses.replace(params, parallel=_cli_devices.width(devices))
     settings = {"params": params.to_dict(), "budget": budget.to_dict(),
                 "eval_options": dataclasses.asdict(opts), "rewriter": rewriter,
                 "profiling": {"mode": profiling, "depth": profile_depth,
@@ -168,6 +184,8 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                 "seed_candidates": [{"path": str(Path(p).resolve()),
                                      "sha256": CandidateSource.from_path(p).sha256}
                                     for p in seed_files]}
+    if devices is not None:
+        settings["devices"] = devices
     if all(v is None for v in budget.to_dict().values()):
         click.echo("no budget given: the search runs until every branch is exhausted or "
                    "Ctrl-C (see --max-evals, --max-minutes, --max-gpu-minutes)", err=True)
@@ -186,15 +204,19 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
 @click.argument("run_name")
 @db_option
 @budget_options
+@device_options
 @llm_options(own_max_dollars=False)
 def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float | None,
-               max_gpu_minutes: float | None, max_dollars: float | None,
+               max_gpu_minutes: float | None, max_dollars: float | None, gpus: str | None,
+               backend: str | None, ray_address: str | None, compile_ahead: int | None,
                llm_config: Any) -> None:
     """Continue RUN exactly where it stopped (after Ctrl-C, a crash or kill -9).
 
     Refuses when the task file or the toolchain (torch, nvidia-cutlass-dsl, cutegen, GPU)
     changed since the run started. Budget options replace the stored ones (to extend a
-    run that finished on its budget).
+    run that finished on its budget). Device options replace the stored ones too; the
+    number of evaluations in flight stays the run's, so the resumed tree is the one the
+    run would have built (a run started on one GPU stays serial).
     """
     from cutegen.codegen import toolchain
     from cutegen.codegen.backend import EvalOptions
@@ -224,6 +246,13 @@ def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float
             budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
         params = SearchParams.from_dict(settings.get("params", {}))
         opts = EvalOptions(**settings.get("eval_options", {}))
+        devices = _cli_devices.resolve(gpus=gpus, backend=backend, ray_address=ray_address,
+                                       compile_ahead=compile_ahead,
+                                       gpu=None if gpus is not None else opts.gpu,
+                                       compile_only=opts.compile_only,
+                                       stored=settings.get("devices"))
+        if devices is not None:
+            settings["devices"] = devices
         if settings.get("rewriter", "builtin") != "builtin":
             stored = settings.get("llm") or {}
             if llm_config is None:
@@ -313,9 +342,13 @@ def _drive(storage: Any, run: Any, task: Any, params: Any, budget: Any, opts: An
     from cutegen.search import Search
 
     run_dir = storage.run_dir(run.id)
-    evaluator = _make_evaluator(task, opts, run_dir, storage)
+    devices = settings.get("devices")
+    evaluator = (_make_pool(task, opts, run_dir, storage, devices) if devices
+                 else _make_evaluator(task, opts, run_dir, storage))
     rewriter = _rewriter(settings, storage, run, evaluator, llm_config)
     hook = _profile_hook(settings, evaluator, storage, run_dir)
+    if hook is not None and hasattr(evaluator, "serialize_profiling"):
+        hook = evaluator.serialize_profiling(hook)  # ncu & co. alone on their GPU
     stop = _StopFlag()
     try:
         with Search(storage=storage, run=run, task=task, evaluator=evaluator,

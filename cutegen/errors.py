@@ -78,6 +78,19 @@ class GPURequiredError(InfrastructureError):
     """The command needs an NVIDIA GPU and none is visible."""
 
 
+class DeviceLostError(InfrastructureError):
+    """One device of an evaluation pool failed and was taken out of service; the work it
+    held is given back to the scheduler (the search requeues the node).
+
+    Attributes:
+        device: the device index (``None`` for a CPU slot).
+    """
+
+    def __init__(self, message: str, *, device: int | None = None) -> None:
+        super().__init__(message)
+        self.device = device
+
+
 class PluginError(CuteGenError):
     """A plugin broke the contract (two profilers with one name, a bad hook implementation)."""
 

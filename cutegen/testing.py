@@ -4,16 +4,19 @@ and extension authors can test against them too. Keep each fake small and determ
 * :class:`FakeEvaluator`: times and verdicts derived from a candidate's TUNABLES (or its
   hash), configurable failures, seeded noisy re-timing, and counters.
 * :func:`fake_candidate`: the source of a candidate with given TUNABLES.
+* :func:`fake_evaluator_factory`: one FakeEvaluator per device of a pool (picklable).
 * :class:`FakeRewriter`: proposes deterministic variants of any cost class.
 * :class:`FakeClock`: a clock tests advance by hand.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,20 @@ def _unit(*parts: object) -> float:
     """A deterministic number in [0, 1) from the parts (independent of PYTHONHASHSEED)."""
     h = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(h[:8], "big") / 2**64
+
+
+@functools.lru_cache(maxsize=4096)
+def _tunables_cached(code: str) -> tuple[tuple[str, Any], ...] | None:
+    try:
+        return tuple(parse_tunables(code).items())
+    except CandidateError:
+        return None
+
+
+def _tunables(code: str) -> dict[str, Any] | None:
+    """The candidate's tunables (None when they cannot be read), parsed once per source."""
+    got = _tunables_cached(code)
+    return None if got is None else dict(got)
 
 
 def fake_candidate(tunables: Mapping[str, TunableValue],
@@ -66,29 +83,42 @@ class FakeEvaluator:
         compile_only: every success is ``COMPILED`` without timings.
         delay_s: sleep per evaluation (to widen windows in kill tests).
         task_sha256: stamped on evaluations.
+        latency: extra sleep per evaluation, from the candidate (makes results of a
+            parallel run arrive out of order); results never depend on it.
+        device: the device this fake stands for (stamped as ``gpu="FakeGPU:<device>"``).
+
+    Thread-safe: counters and :attr:`intervals` (``(what, sha256, start, end)`` on the
+    monotonic clock, for ``evaluate`` and ``retime``) are updated under a lock, so one
+    instance may serve several pool threads.
     """
 
     def __init__(self, *, seed: int = 0, base_us: float = 100.0, eager_us: float = 100.0,
                  noise: float = 0.02, samples: int = 30,
                  failures: Mapping[str, Verdict] | None = None, failure_rate: float = 0.0,
                  compile_only: bool = False, delay_s: float = 0.0,
-                 task_sha256: str = "") -> None:
+                 task_sha256: str = "",
+                 latency: Callable[[CandidateSource], float] | None = None,
+                 device: int | None = None) -> None:
         self.seed, self.base_us, self.eager_us = seed, base_us, eager_us
         self.noise, self.samples = noise, samples
         self.failures = dict(failures or {})
         self.failure_rate, self.compile_only = failure_rate, compile_only
         self.delay_s, self.task_sha256 = delay_s, task_sha256
+        self.latency, self.device = latency, device
+        self._lock = threading.Lock()
+        self.intervals: list[tuple[str, str, float, float]] = []
         self.evaluations = 0
         self.retimes = 0
         self.evaluated: list[str] = []
         self.closed = False
 
+    def warm(self, candidate: CandidateSource) -> None:
+        """Parse the candidate now, in the caller's thread (cached; see LocalEvaluator)."""
+        _tunables(candidate.code)
+
     def true_time_us(self, code: str) -> float:
         """The noiseless time of a candidate."""
-        try:
-            tunables = parse_tunables(code)
-        except CandidateError:
-            tunables = {}
+        tunables = _tunables(code) or {}
         if not tunables:
             return self.base_us * (0.6 + 0.8 * _unit(self.seed, hashlib.sha256(
                 code.encode()).hexdigest()))
@@ -102,9 +132,8 @@ class FakeEvaluator:
         sha = hashlib.sha256(code.encode()).hexdigest()
         if sha in self.failures:
             return self.failures[sha]
-        try:
-            tunables = parse_tunables(code)
-        except CandidateError:
+        tunables = _tunables(code)
+        if tunables is None:
             return Verdict.STATIC_REJECT
         for name, t in tunables.items():
             forced = self.failures.get(f"{name}={t.value}")
@@ -117,14 +146,29 @@ class FakeEvaluator:
     def _samples(self, mean: float, n: int, rng: random.Random) -> list[float]:
         return [max(1e-3, mean * (1 + self.noise * rng.gauss(0.0, 1.0))) for _ in range(n)]
 
+    def _record(self, what: str, sha: str, t0: float) -> None:
+        with self._lock:
+            self.intervals.append((what, sha, t0, time.monotonic()))
+
     def evaluate(self, candidate: CandidateSource) -> Evaluation:
-        self.evaluations += 1
-        self.evaluated.append(candidate.sha256)
+        t0 = time.monotonic()
+        with self._lock:
+            self.evaluations += 1
+            self.evaluated.append(candidate.sha256)
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.latency is not None:
+            time.sleep(self.latency(candidate))
+        try:
+            return self._evaluate(candidate)
+        finally:
+            self._record("evaluate", candidate.sha256, t0)
+
+    def _evaluate(self, candidate: CandidateSource) -> Evaluation:
         verdict = self.verdict_of(candidate.code)
+        gpu = "FakeGPU" if self.device is None else f"FakeGPU:{self.device}"
         common = dict(candidate_sha256=candidate.sha256, task_sha256=self.task_sha256,
-                      gpu="FakeGPU")
+                      gpu=gpu)
         if not verdict.ok:
             return Evaluation(stage=_STAGE_OF.get(verdict, Stage.VERIFY), verdict=verdict,
                               message=f"fake {verdict.value}",
@@ -143,7 +187,9 @@ class FakeEvaluator:
     def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3
                ) -> list[Timing | None]:
         """Seeded noisy samples around each candidate's true time; None for failing ones."""
-        self.retimes += 1
+        t0 = time.monotonic()
+        with self._lock:
+            self.retimes += 1
         key = ":".join(c.sha256 for c in candidates)
         rng = random.Random(f"{self.seed}:{key}:retime")
         out: list[Timing | None] = []
@@ -153,6 +199,7 @@ class FakeEvaluator:
                 continue
             xs = self._samples(self.true_time_us(c.code), self.samples * rounds, rng)
             out.append(Timing.from_samples(xs, method="fake re-timing"))
+        self._record("retime", key, t0)
         return out
 
     def profile_target(self, candidate: CandidateSource, evaluation: Evaluation | None,
@@ -167,6 +214,16 @@ class FakeEvaluator:
 
     def close(self) -> None:
         self.closed = True
+
+
+def fake_evaluator_factory(**kwargs: Any) -> Callable[[int | None], FakeEvaluator]:
+    """A picklable ``factory(device) -> FakeEvaluator`` for evaluation pools and Ray actors
+    (``kwargs`` go to :class:`FakeEvaluator`; a ``latency`` must be picklable too)."""
+    return functools.partial(_fake_on, kwargs)
+
+
+def _fake_on(kwargs: dict[str, Any], device: int | None) -> FakeEvaluator:
+    return FakeEvaluator(device=device, **kwargs)
 
 
 class FakeRewriter:

@@ -34,6 +34,17 @@ class SearchParams:
         gate: the statistically gated best.
         lessons_limit: Lessons shown to a rewriter per expansion.
         ban_after: a move failing the same way this often on one parent is banned there.
+        parallel: evaluations in flight at once (1: the serial loop). With more, selection
+            uses virtual loss and the evaluator must accept work asynchronously
+            (:class:`cutegen.codegen.pool.GpuPool`, also over Ray actors:
+            :func:`cutegen.codegen.ray_backend.make_ray_pool`); see
+            :mod:`cutegen.search._parallel`.
+        virtual_loss: the normalised value [0, 1] an evaluation in flight counts as during
+            selection (0: a loss, which spreads parallel selections the most).
+        tell_in_order: tell results in the order their nodes were claimed, so the tree
+            depends only on the seed, ``parallel`` and the results (not on timing) and a
+            resumed run repeats an uninterrupted one; False tells each result as it
+            arrives (no device waits behind a slower one; timing then shapes the tree).
     """
 
     c: float = 0.7
@@ -51,8 +62,13 @@ class SearchParams:
     gate: GateParams = field(default_factory=GateParams)
     lessons_limit: int = 12
     ban_after: int = 2
+    parallel: int = 1
+    virtual_loss: float = 0.0
+    tell_in_order: bool = True
 
     def __post_init__(self) -> None:
+        if self.parallel < 1 or not 0.0 <= self.virtual_loss <= 1.0:
+            raise ValueError("parallel >= 1 and 0 <= virtual_loss <= 1 are required")
         if self.c < 0 or self.dead_end_m < 1 or self.max_attempts < 1:
             raise ValueError("c >= 0, dead_end_m >= 1 and max_attempts >= 1 are required")
         if self.initial_candidates < 1 or self.proposals_per_expansion < 1:

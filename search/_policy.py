@@ -13,6 +13,10 @@ No I/O, no clock, no global random state: whatever needs randomness takes an exp
   ``[-clip, clip]``; a failed one earns one fixed penalty per failure kind
   (:attr:`cutegen.codegen.evaluation.Verdict.failure_kind`), every penalty below ``-clip``,
   so any correct kernel outranks any failure. UCT sees the reward mapped linearly to [0, 1].
+* **Virtual loss** (parallel runs): an evaluation still in flight counts as a visit worth
+  a fixed normalised value (0 by default: a loss), on the node and every ancestor, so a
+  second selection made before the first result returns is steered elsewhere. With nothing
+  in flight the statistics are the real ones, so a serial search is unchanged.
 * **Dead-end pruning**: a node whose last ``m`` expansions (the children made from it) all
   failed or were slower than it is a dead end: it and its subtree stop being selected (the
   caller records the decision as a row). Counting a node's own expansions, not every
@@ -49,6 +53,29 @@ class ChildStats:
     @property
     def q(self) -> float:
         return self.value_sum / self.visits if self.visits > 0 else 0.0
+
+
+def virtual_loss(stats: ChildStats, *, in_flight: int, value: float) -> ChildStats:
+    """The statistics selection sees while ``in_flight`` evaluations below a node are pending.
+
+    Each pending evaluation adds one visit worth ``value`` (a normalised reward in [0, 1];
+    0 is the classic virtual loss). The result is exact arithmetic on the inputs, so removing
+    the pending evaluations restores the real statistics bit for bit.
+
+    Args:
+        stats: the real statistics (finished evaluations only).
+        in_flight: evaluations claimed in the node's subtree and not yet told (>= 0).
+        value: what one pending evaluation counts as.
+
+    Raises:
+        ValueError: ``in_flight`` is negative or ``value`` lies outside [0, 1].
+    """
+    if in_flight < 0 or not 0.0 <= value <= 1.0:
+        raise ValueError(f"virtual loss needs in_flight >= 0 and 0 <= value <= 1, got "
+                         f"{in_flight}, {value}")
+    if in_flight == 0:
+        return stats
+    return ChildStats(stats.visits + in_flight, stats.value_sum + in_flight * value)
 
 
 def uct_score(child: ChildStats, *, parent_visits: int, c: float) -> float:

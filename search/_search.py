@@ -15,6 +15,8 @@ optional delayed-profiling hook. One iteration is::
 Every state change is a committed row, and every random choice draws from
 ``random.Random(f"{seed}:{node}:{cost}:{n_children}")``, facts that are stored, so a run
 killed at any point and resumed makes exactly the choices an uninterrupted run makes.
+With ``params.parallel > 1``, :meth:`Search.run` keeps that many evaluations in flight
+(:mod:`cutegen.search._parallel`; what "exactly" means there is stated in that module).
 """
 
 from __future__ import annotations
@@ -178,7 +180,8 @@ class Search:
         session = self._require_open()
         while not self._waiting:
             sel = self._tree.select(c=self.params.c, root=self.params.root,
-                                    cheap=self.params.cheap, expensive=self.params.expensive)
+                                    cheap=self.params.cheap, expensive=self.params.expensive,
+                                    virtual_value=self.params.virtual_loss)
             if sel is None:
                 return None
             self._expand(sel)
@@ -186,8 +189,9 @@ class Search:
         node = self.storage.set_node_state(nid, NodeState.RUNNING, expected=NodeState.WAITING,
                                            session_id=session.id)
         self._nodes[nid] = node
+        self._tree.begin(nid)  # virtual loss while in flight (matters only in parallel)
         if self._heartbeat is not None:
-            self._heartbeat.node_id = nid
+            self._heartbeat.add(nid)
         return NodeHandle(node, CandidateSource(self.storage.get_source(nid), node.origin))
 
     def _expand(self, sel: Selection) -> None:
@@ -301,6 +305,7 @@ class Search:
                 if decision is not None:
                     self.storage.record_best(decision)
                 result = dataclasses.replace(result, id=rid)
+                self._tree.end(node.id)
                 newly_dead = self._tree.add_result(self._fact(node, result))
                 for a in newly_dead:
                     self.storage.record_prune(self._dead_end_row(a, trigger=node.id))
@@ -315,7 +320,7 @@ class Search:
         if changed:
             self._best = finished
         if self._heartbeat is not None:
-            self._heartbeat.node_id = None
+            self._heartbeat.discard(node.id)
         outcome = lesson.outcome if lesson is not None else None
         return StepReport(finished, ev, result.reward, outcome, self._best, changed)
 
@@ -347,8 +352,21 @@ class Search:
                             best=self._results[best.id] if best else None, retime=retime,
                             params=self.params.gate, clock=self._clock)
 
+    def requeue(self, handle: NodeHandle, why: str) -> None:
+        """Give back a claimed node whose evaluation was lost (a device failed under it):
+        WAITING again with attempts + 1, first in line, or FAILED after ``max_attempts``.
+
+        Raises:
+            StorageError: the store failed.
+        """
+        self._require_open()
+        self._lose(self._nodes[handle.node.id], why)
+
     def _lose(self, node: FrozenNode, why: str) -> None:
         """An evaluation was lost: back to WAITING with attempts + 1, or FAILED."""
+        self._tree.end(node.id)
+        if self._heartbeat is not None:
+            self._heartbeat.discard(node.id)
         node = self.storage.requeue_node(node.id)
         self._nodes[node.id] = node
         if node.attempts >= self.params.max_attempts:
@@ -392,7 +410,13 @@ class Search:
 
         The check happens between iterations: the evaluation in flight always finishes
         and is committed. Raises what :meth:`ask`, :meth:`evaluate` and :meth:`tell` raise.
+        With ``params.parallel > 1`` the parallel driver runs instead
+        (:func:`cutegen.search._parallel.run_parallel`).
         """
+        if self.params.parallel > 1:
+            from cutegen.search._parallel import run_parallel
+
+            return run_parallel(self, should_stop=should_stop, on_step=on_step)
         while True:
             reason = self.budget.reached(self.usage())
             if reason is not None:

@@ -39,24 +39,47 @@ def pid_alive(host: str, pid: int) -> bool:
 
 
 class Heartbeat:
-    """A daemon thread stamping the session (and the RUNNING node) every ``interval_s``."""
+    """A daemon thread stamping the session (and its RUNNING nodes) every ``interval_s``.
+
+    A serial search has at most one RUNNING node, a parallel one several: the search adds
+    a node when it claims it (:meth:`add`) and drops it when it is told or lost
+    (:meth:`discard`).
+    """
 
     def __init__(self, storage: BaseStorage, session_id: int, *, interval_s: float) -> None:
         self._storage = storage
         self._session_id = session_id
         self._interval = interval_s
         self._stop = threading.Event()
-        self.node_id: int | None = None
+        self._lock = threading.Lock()
+        self._nodes: set[int] = set()
         self._thread = threading.Thread(target=self._loop, name="cutegen-heartbeat",
                                         daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def add(self, node_id: int) -> None:
+        with self._lock:
+            self._nodes.add(node_id)
+
+    def discard(self, node_id: int) -> None:
+        with self._lock:
+            self._nodes.discard(node_id)
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        with self._lock:
+            return tuple(sorted(self._nodes))
+
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._storage.heartbeat(self._session_id, self.node_id)
+                nodes = self.node_ids
+                if not nodes:
+                    self._storage.heartbeat(self._session_id, None)
+                for nid in nodes:
+                    self._storage.heartbeat(self._session_id, nid)
             except Exception:  # noqa: BLE001 - the main thread meets the same error on commit
                 log.warning("heartbeat failed", exc_info=True)
 

@@ -9,7 +9,10 @@ Two ways to get them, which must always agree (a test checks it):
   results in commit order, so a crash in the middle of an update cannot corrupt it.
 
 The cache also answers the one question selection asks: which node to expand next, and with
-which cost class (:meth:`TreeCache.select`). The virtual root has id
+which cost class (:meth:`TreeCache.select`). In a parallel run it also knows which nodes are
+in flight (claimed, not yet told: :meth:`TreeCache.begin` / :meth:`TreeCache.end`) and
+selects on their virtual-loss statistics (:func:`cutegen.search._policy.virtual_loss`); with
+nothing in flight, selection is exactly the serial one. The virtual root has id
 :data:`~cutegen.search._node.ROOT` (0); its children are the seed candidates and its
 expansion class is ``"initial"``.
 """
@@ -99,6 +102,8 @@ class TreeCache:
         self._recent: dict[int, deque[bool]] = {}
         self._dead: set[int] = set()
         self._closed: set[int] = set()
+        self._claimed: set[int] = set()
+        self._pending: Counter[int] = Counter()  # in-flight evaluations per subtree
 
     # -- building -------------------------------------------------------------------
     @classmethod
@@ -164,6 +169,32 @@ class TreeCache:
             return [a]
         return []
 
+    def begin(self, node_id: int) -> None:
+        """A node's evaluation is in flight: count it (virtual loss) on the node and every
+        ancestor until :meth:`end`. Idempotent."""
+        if node_id in self._claimed:
+            return
+        self._claimed.add(node_id)
+        for a in self._path(node_id):
+            self._pending[a] += 1
+
+    def end(self, node_id: int) -> None:
+        """A node's evaluation was told or lost: stop counting it. Idempotent."""
+        if node_id not in self._claimed:
+            return
+        self._claimed.discard(node_id)
+        for a in self._path(node_id):
+            self._pending[a] -= 1
+            if not self._pending[a]:
+                del self._pending[a]
+
+    def _path(self, node_id: int) -> list[int]:
+        out, a = [node_id], node_id
+        while a != ROOT:
+            a = self._parent[a]
+            out.append(a)
+        return out
+
     def mark_exhausted(self, node_id: int, cost: str) -> None:
         """The rewriter had nothing new of this class for this node: never ask again."""
         self._exhausted.setdefault(node_id, set()).add(cost)
@@ -171,6 +202,19 @@ class TreeCache:
     # -- reading --------------------------------------------------------------------
     def stats(self, node_id: int) -> NodeStats:
         return NodeStats(self._visits[node_id], self._value[node_id])
+
+    def effective(self, node_id: int, *, virtual_value: float) -> NodeStats:
+        """The statistics selection uses: real ones plus the virtual loss of the evaluations
+        in flight in the node's subtree."""
+        st = _policy.virtual_loss(_policy.ChildStats(self._visits[node_id],
+                                                     self._value[node_id]),
+                                  in_flight=self._pending.get(node_id, 0), value=virtual_value)
+        return NodeStats(st.visits, st.value_sum)
+
+    @property
+    def in_flight(self) -> frozenset[int]:
+        """Nodes whose evaluation is in flight."""
+        return frozenset(self._claimed)
 
     def children(self, node_id: int) -> tuple[int, ...]:
         return tuple(self._children.get(node_id, ()))
@@ -187,14 +231,19 @@ class TreeCache:
 
     # -- selection ------------------------------------------------------------------
     def select(
-        self, *, c: float, root: Widening, cheap: Widening | None, expensive: Widening | None
+        self, *, c: float, root: Widening, cheap: Widening | None, expensive: Widening | None,
+        virtual_value: float = 0.0,
     ) -> Selection | None:
         """Walk from the root by UCT to the node to expand next.
 
         At each node: widen if its budget allows (root: ``initial``; others: cheap first,
         then expensive); otherwise descend to the open child with the best UCT score;
-        with no open child, widen anyway with any class not exhausted; with nothing left,
-        close the node (never selected again) and restart from the root.
+        with no open child and no pending one, widen anyway with any class not exhausted;
+        with nothing left, close the node (never selected again) and restart from the root.
+        A node whose only unexplored children are pending (in a parallel run) is skipped
+        for this walk instead: its results come back before it is widened by force.
+        Visits and values are the virtual-loss ones (``virtual_value`` per evaluation in
+        flight); with nothing in flight they are the real ones.
 
         Returns:
             The selection, or None when the whole tree is closed or only pending nodes
@@ -202,7 +251,8 @@ class TreeCache:
         """
         blocked: set[int] = set()
         while True:
-            sel = self._walk(c=c, root=root, cheap=cheap, expensive=expensive, blocked=blocked)
+            sel = self._walk(c=c, root=root, cheap=cheap, expensive=expensive, blocked=blocked,
+                             virtual_value=virtual_value)
             if isinstance(sel, Selection):
                 return sel
             if sel == ROOT:
@@ -215,12 +265,14 @@ class TreeCache:
         return [k for k, w in (("cheap", cheap), ("expensive", expensive)) if w is not None]
 
     def _walk(self, *, c: float, root: Widening, cheap: Widening | None,
-              expensive: Widening | None, blocked: set[int]) -> Selection | int:
+              expensive: Widening | None, blocked: set[int], virtual_value: float
+              ) -> Selection | int:
         v = ROOT
+        pend = self._pending
         while True:
             exhausted = self._exhausted.get(v, set())
             counts = self._n_by_cost[v]
-            visits = self._visits[v]
+            visits = self._visits[v] + pend.get(v, 0)
             if v == ROOT:
                 if INITIAL not in exhausted and _policy.should_widen(
                         n_children=counts[INITIAL], visits=visits, k=root.k, alpha=root.alpha):
@@ -231,7 +283,8 @@ class TreeCache:
                     cheap=cheap, expensive=expensive, exhausted=frozenset(exhausted))
                 if cost is not None:
                     return Selection(v, cost)
-            # _policy.uct_score inlined (the hot loop): finished children have visits >= 1
+            # _policy.uct_score and virtual_loss inlined (the hot loop): finished children
+            # have visits >= 1; k pending evaluations add k visits worth virtual_value each
             explore = c * math.sqrt(math.log(max(visits, 1)))
             best, best_score, pending = -1, float("-inf"), False
             value, nvis = self._value, self._visits
@@ -241,18 +294,19 @@ class TreeCache:
                     continue
                 if ch not in self._expandable or ch in self._closed or ch in blocked:
                     continue
-                n = nvis[ch]
-                s = value[ch] / n + explore / math.sqrt(n)
+                k = pend.get(ch, 0)
+                n = nvis[ch] + k
+                s = (value[ch] + k * virtual_value) / n + explore / math.sqrt(n)
                 if s > best_score:
                     best, best_score = ch, s
             if best >= 0:
                 v = best
                 continue
-            for k in self._classes(v, cheap, expensive):
-                if k not in exhausted:
-                    return Selection(v, k, forced=True)
-            if pending:
+            if pending:  # only in a parallel run: wait for those results, do not force
                 blocked.add(v)
-            else:
-                self._closed.add(v)
+                return v
+            for cls in self._classes(v, cheap, expensive):
+                if cls not in exhausted:
+                    return Selection(v, cls, forced=True)
+            self._closed.add(v)
             return v

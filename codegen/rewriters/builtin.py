@@ -9,7 +9,10 @@ search's RNG and returns the first ``n`` of the requested cost class. The first 
 generators added to :data:`DEFAULT_GENERATORS` or passed to :class:`BuiltinRewriter`.
 
 Initial candidates are the bundled seeds of the task (``benchmarks/seeds/X.py`` applies to
-a task named ``X`` or ``X_...``) followed by any seed files the user gave.
+a task named ``X`` or ``X_...``), any seed files the user gave, then the kernel-family
+candidates rendered for the task when :mod:`cutegen.codegen.families` recognises it (move
+kind "family"). :func:`~cutegen.codegen.families.moves.family_moves` adds strategy, fuse and
+profiler-hinted moves for family-rendered parents; hinted proposals are offered first.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.families.moves import family_moves, family_proposals, not_covered_message
 from cutegen.codegen.rewriters.base import CostClass, Move, Proposal, RewriteContext
-from cutegen.codegen.tasks import seeds_dir
-from cutegen.errors import CandidateError
+from cutegen.codegen.tasks import Task, bundled_task_names, load_bundled_task, seeds_dir
+from cutegen.errors import CandidateError, TaskError
 
 MoveGenerator = Callable[[RewriteContext], Iterable[Proposal]]
 
@@ -46,8 +50,10 @@ def tunable_moves(ctx: RewriteContext) -> Iterator[Proposal]:
                      params={"name": name, "from": t.value, "to": value}))
 
 
-#: The generators the builtin rewriter uses unless given others.
-DEFAULT_GENERATORS: tuple[MoveGenerator, ...] = (tunable_moves,)
+#: The generators the builtin rewriter uses unless given others. Family moves come first so
+#: a strategy switch is recorded as kind "strategy" (the same edit from tunable_moves is then
+#: a duplicate and dropped).
+DEFAULT_GENERATORS: tuple[MoveGenerator, ...] = (family_moves, tunable_moves)
 
 
 def seeds_for_task(task_name: str, folder: Path | None = None) -> list[Path]:
@@ -66,13 +72,14 @@ class BuiltinRewriter:
 
     def __init__(self, *, generators: Sequence[MoveGenerator] = DEFAULT_GENERATORS,
                  seed_files: Sequence[str | Path] = (), seeds_folder: Path | None = None,
-                 bundled_seeds: bool = True) -> None:
+                 bundled_seeds: bool = True, families: bool = True) -> None:
         """
         Args:
             generators: move generators, tried in order.
             seed_files: user-given seed candidates (read now, so a bad path fails early).
             seeds_folder: where bundled seeds live (default: the package's seeds folder).
             bundled_seeds: offer the bundled seeds of the task.
+            families: offer kernel-family candidates for a recognised task.
 
         Raises:
             CandidateError: a seed file is missing or not UTF-8.
@@ -82,9 +89,27 @@ class BuiltinRewriter:
                       for p in seed_files]
         self._folder = seeds_folder
         self._bundled = bundled_seeds
+        self._families = families
 
-    def seeds(self, task_name: str) -> list[Proposal]:
-        """All initial candidates for a task, bundled first, in a fixed order."""
+    def _task(self, task: Task | str) -> Task | None:
+        if isinstance(task, Task):
+            return task
+        if task in bundled_task_names():
+            try:
+                return load_bundled_task(task)
+            except TaskError:
+                return None
+        return None
+
+    def not_covered(self, task: Task | str) -> str:
+        """Why no kernel family covers the task ("" when one does, or families are off)."""
+        t = self._task(task) if self._families else None
+        return not_covered_message(t) if t is not None else ""
+
+    def seeds(self, task: Task | str) -> list[Proposal]:
+        """All initial candidates for a task (a Task, or a name: bundled tasks are resolved
+        for the family candidates), bundled seeds first, in a fixed order."""
+        task_name = task.name if isinstance(task, Task) else task
         out = []
         if self._bundled:
             for p in seeds_for_task(task_name, self._folder):
@@ -95,11 +120,14 @@ class BuiltinRewriter:
             name = c.origin.split(":", 1)[1]
             out.append(Proposal(c, Move(kind="seed", description=f"seed {name}",
                                         params={"file": name})))
+        t = self._task(task) if self._families else None
+        if t is not None:
+            out += family_proposals(t)
         return out
 
     def initial(self, ctx: RewriteContext, *, n: int, rng: random.Random) -> list[Proposal]:
         """Up to ``n`` seeds not yet in the run (the order is fixed; ``rng`` is unused)."""
-        return _filter(self.seeds(ctx.task.name), ctx)[:n]
+        return _filter(self.seeds(ctx.task), ctx)[:n]
 
     def propose(self, ctx: RewriteContext, *, n: int, cost: CostClass,
                 rng: random.Random) -> list[Proposal]:
@@ -109,6 +137,8 @@ class BuiltinRewriter:
         moves = [p for g in self.generators for p in g(ctx) if p.move.cost == cost]
         options = _filter(moves, ctx)
         rng.shuffle(options)
+        # moves a profiler finding asked for (see families.moves) go first, in random order
+        options.sort(key=lambda p: "hint" not in p.move.params)
         return options[:n]
 
 

@@ -8,7 +8,11 @@ the same new store cannot both migrate it.
 
 Tables (readable names, for Datasette): ``runs``, ``sessions``, ``nodes``, ``evaluations``,
 ``profile_reports``, ``llm_calls``, ``lessons``, ``prunes``, ``baselines``,
-``best_history``; view ``node_results`` (a node with its verdict and speedup).
+``best_history``. Views, for reading (Datasette's front page lists them): ``node_results``
+(a node with its verdict and speedup), ``run_summary`` (one row per run: evaluations,
+verdicts, best speedup, GPU minutes, LLM dollars), ``best_nodes`` (each run's gated best
+with its lineage of moves as text) and ``evaluations_readable`` (every evaluation with its
+move, verdict, stage, times, speedups, roofline fraction and message).
 Times are seconds since the epoch (REAL); ``*_json`` columns hold JSON.
 """
 
@@ -118,8 +122,83 @@ def m002_sessions_memory_and_records(db: Database) -> None:
         LEFT JOIN evaluations e ON e.node_id = n.id""")
 
 
+#: The current best of a run: its last accepted gate decision (views below use it).
+_CURRENT_BEST = """
+    SELECT b.run_id, b.node_id FROM best_history b
+    WHERE b.accepted = 1 AND b.id = (SELECT max(b2.id) FROM best_history b2
+                                     WHERE b2.run_id = b.run_id AND b2.accepted = 1)"""
+
+
+def m003_readable_views(db: Database) -> None:
+    """Views for browsing a store in Datasette: run_summary, best_nodes,
+    evaluations_readable. Views only: no table changes, nothing to back-fill."""
+    db.create_view("evaluations_readable", """
+        SELECT r.name AS run, r.task_name AS task, e.node_id, n.parent_id, n.depth,
+               n.move_kind, n.move_description AS move, e.verdict, e.stage,
+               round(e.time_us, 2) AS time_us,
+               round(json_extract(e.evaluation_json, '$.eager.median_us'), 2) AS eager_us,
+               round(json_extract(e.evaluation_json, '$.compiled.median_us'), 2)
+                   AS compile_us,
+               round(e.speedup_eager, 3) AS speedup_eager,
+               round(e.speedup_compile, 3) AS speedup_compile,
+               round(json_extract(e.evaluation_json, '$.roofline.bound_us') / e.time_us, 3)
+                   AS roofline_fraction,
+               json_extract(e.evaluation_json, '$.message') AS message,
+               round(e.gpu_seconds, 2) AS gpu_seconds, round(e.reward, 4) AS reward,
+               json_extract(e.evaluation_json, '$.gpu') AS gpu, n.source_path,
+               datetime(e.created_at, 'unixepoch') AS evaluated_utc
+        FROM evaluations e JOIN nodes n ON n.id = e.node_id JOIN runs r ON r.id = e.run_id""")
+    db.create_view("best_nodes", f"""
+        WITH RECURSIVE best AS ({_CURRENT_BEST}),
+        chain(best_id, node_id, parent_id, lineage) AS (
+            SELECT best.node_id, n.id, n.parent_id, n.move_description
+            FROM best JOIN nodes n ON n.id = best.node_id
+            UNION ALL
+            SELECT c.best_id, p.id, p.parent_id, p.move_description || ' » ' || c.lineage
+            FROM chain c JOIN nodes p ON p.id = c.parent_id)
+        SELECT r.name AS run, r.task_name AS task, best.node_id, n.depth,
+               round(e.time_us, 2) AS time_us,
+               round(json_extract(e.evaluation_json, '$.eager.median_us'), 2) AS eager_us,
+               round(json_extract(e.evaluation_json, '$.compiled.median_us'), 2)
+                   AS compile_us,
+               round(e.speedup_eager, 3) AS speedup_eager,
+               round(e.speedup_compile, 3) AS speedup_compile,
+               round(json_extract(e.evaluation_json, '$.roofline.bound_us') / e.time_us, 3)
+                   AS roofline_fraction,
+               (SELECT count(*) FROM evaluations e2 WHERE e2.run_id = e.run_id
+                AND e2.id <= e.id) AS evaluations_to_best,
+               chain.lineage, n.source_path,
+               datetime(e.created_at, 'unixepoch') AS found_utc
+        FROM best JOIN runs r ON r.id = best.run_id JOIN nodes n ON n.id = best.node_id
+        JOIN evaluations e ON e.node_id = best.node_id
+        JOIN chain ON chain.best_id = best.node_id AND chain.parent_id IS NULL""")
+    db.create_view("run_summary", f"""
+        SELECT r.name AS run, r.task_name AS task, r.status, r.seed,
+               json_extract(r.toolchain_json, '$.gpu') AS gpu,
+               (SELECT count(*) FROM evaluations e WHERE e.run_id = r.id) AS evaluations,
+               (SELECT count(*) FROM evaluations e WHERE e.run_id = r.id
+                AND e.verdict IN ('correct', 'compiled')) AS succeeded,
+               (SELECT group_concat(v.verdict || ' ' || v.n, ', ') FROM
+                (SELECT verdict, count(*) AS n FROM evaluations e WHERE e.run_id = r.id
+                 GROUP BY verdict ORDER BY verdict) v) AS verdicts,
+               best.node_id AS best_node,
+               round(be.speedup_eager, 3) AS best_speedup_eager,
+               round(be.speedup_compile, 3) AS best_speedup_compile,
+               round(be.time_us, 2) AS best_time_us,
+               round(((SELECT coalesce(sum(e.gpu_seconds), 0) FROM evaluations e
+                       WHERE e.run_id = r.id)
+                      + (SELECT coalesce(sum(b.retime_seconds), 0) FROM best_history b
+                         WHERE b.run_id = r.id)) / 60.0, 2) AS gpu_minutes,
+               round((SELECT coalesce(sum(c.cost_usd), 0) FROM llm_calls c
+                      WHERE c.run_id = r.id), 4) AS llm_usd,
+               datetime(r.created_at, 'unixepoch') AS created_utc
+        FROM runs r LEFT JOIN ({_CURRENT_BEST}) best ON best.run_id = r.id
+        LEFT JOIN evaluations be ON be.node_id = best.node_id""")
+
+
 #: Every schema step, oldest first.
-STEPS: tuple[Step, ...] = (m001_initial, m002_sessions_memory_and_records)
+STEPS: tuple[Step, ...] = (m001_initial, m002_sessions_memory_and_records,
+                           m003_readable_views)
 
 
 def build_migrations(steps: Sequence[Step] = STEPS) -> Migrations:

@@ -1,0 +1,30 @@
+"""Kernel families: the built-in rewriter's CuTe DSL templates for memory-bound work.
+
+A task's reference forward is captured as a graph on the meta device
+(:mod:`.capture`, canonical op names in :mod:`.ops`) and matched to a family
+(:mod:`.recognize`, :mod:`.matcher`) with the pointwise ops it fuses before and after
+(:mod:`.plan`). A :class:`~.plan.Plan` renders (:mod:`.render`, templates in
+``templates/*.py.tmpl``, pointwise code from :mod:`.pointwise`, the task's constructor
+copied by :mod:`.taskmodule`) into one standalone candidate file with TUNABLES,
+TUNABLE_CHOICES and a FAMILY literal. :mod:`.moves` gives the built-in rewriter its
+initial family candidates and its strategy, fuse and profiler-hinted moves.
+
+Families (all in fp32 arithmetic, bf16 / fp16 / fp32 tensors, 128-bit accesses where the
+row length and alignment allow):
+
+* ``pointwise``: chains of elementwise ops over full tensors, per-column / per-row vectors
+  and scalars (strategies ``tile``, ``grid_stride``);
+* ``row``: softmax, log-softmax, layer-norm, RMSNorm, cross-entropy (mean / sum / none,
+  ignore_index), sum, mean, amax, amin, argmax, argmin along the last dim(s) (strategies
+  ``auto``, ``registers``, ``cluster`` — a row over a thread-block cluster, statistics
+  merged through distributed shared memory —, ``looped``);
+* ``scan``: cumsum, cumprod, reverse and exclusive (strategies ``auto``, ``looped``).
+"""
+
+from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for
+from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
+from cutegen.codegen.families.recognize import recognize, recognize_task
+from cutegen.codegen.families.render import render
+
+__all__ = ["NotCovered", "Plan", "Recognition", "family_moves", "family_proposals",
+           "recognition_for", "recognize", "recognize_task", "render"]

@@ -1,0 +1,191 @@
+"""The graph walker behind recognition: leaves (with their broadcast kind) and pointwise
+chains built from a captured forward (see :mod:`~cutegen.codegen.families.recognize`).
+
+Raises :class:`NotCoveredError` with a :class:`~cutegen.codegen.families.plan.NotCovered`
+when something is outside what the families do (an op, a broadcast, a dtype).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cutegen.codegen.families.capture import Captured, Node
+from cutegen.codegen.families.ops import POINTWISE_OPS
+from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode
+
+FLOATS = ("float32", "bfloat16", "float16")
+#: RMSNorm's default eps: the epsilon of its compute type (fp32 for fp32, bf16 and fp16).
+OPMATH_EPS = 1.1920928955078125e-07
+_OP_PARAMS = ("approximate", "negative_slope", "alpha", "beta", "threshold", "min_val",
+              "max_val", "min", "max")
+
+
+class NotCoveredError(Exception):
+    """Raised inside recognition; carries the :class:`NotCovered` for the user."""
+
+    def __init__(self, reason: str, op: str = "") -> None:
+        super().__init__(reason)
+        self.nc = NotCovered(reason, op)
+
+
+def leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> str | None:
+    """full / col / row / scalar of a tensor against a frame whose last k dims are the row."""
+    nd = len(frame)
+    if len(shape) > nd:
+        return None
+    s = (1,) * (nd - len(shape)) + tuple(shape)
+    if s == tuple(frame):
+        return "full"
+    if all(d == 1 for d in s):
+        return "scalar"
+    lead, trail = s[: nd - k], s[nd - k:]
+    if all(d == 1 for d in lead) and trail == tuple(frame[nd - k:]):
+        return "col"
+    if lead == tuple(frame[: nd - k]) and all(d == 1 for d in trail):
+        return "row"
+    return None
+
+
+def trailing_dims(dims: object, nd: int, what: str) -> int:
+    """How many trailing dims ``dims`` names; raises unless they are exactly the last k."""
+    if dims is None:
+        raise NotCoveredError(f"{what} over all elements (dim=None)", what)
+    ds = dims if isinstance(dims, list) else [dims]
+    norm = sorted({int(d) % max(nd, 1) for d in ds})
+    if not norm or norm != list(range(nd - len(norm), nd)):
+        raise NotCoveredError(f"{what} over dim {dims} of a {nd}-d tensor: the built-in families "
+                          "work along the last dimension(s) only", what)
+    return len(norm)
+
+
+class Matcher:
+    """One recognition attempt over a captured graph (see the module docstring)."""
+
+    def __init__(self, cap: Captured) -> None:
+        self.cap = cap
+        self.nodes = {n.id: n for n in cap.nodes}
+        self.leaves: dict[str, Leaf] = {}
+        self.leaf_of: dict[int, str] = {}
+
+    # -- graph walking -------------------------------------------------------------------
+    def node(self, i: int) -> Node:
+        return self.nodes[i]
+
+    def ancestors(self, start: int) -> set[int]:
+        seen, todo = set(), [start]
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            n = self.nodes[i]
+            todo.extend(n.tensors.values())
+        return seen
+
+    def users(self, i: int, within: set[int]) -> list[int]:
+        return [n.id for n in self.cap.nodes if n.id in within and i in n.tensors.values()]
+
+    # -- leaves --------------------------------------------------------------------------
+    def leaf(self, n: Node, frame: tuple[int, ...], k: int) -> str:
+        name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
+        return self._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
+                              n.shape, n.dtype, frame, k)
+
+    def module_leaf(self, spec: dict, frame: tuple[int, ...], k: int) -> str:
+        name = "p_" + spec["path"].replace(".", "_")
+        return self._add_leaf(name, "param", spec["path"], tuple(spec["shape"]), spec["dtype"],
+                              frame, k)
+
+    def _add_leaf(self, name: str, source: str, ref: str, shape: tuple[int, ...], dtype: str,
+                  frame: tuple[int, ...], k: int, kind: str | None = None) -> str:
+        kind = kind or leaf_kind(tuple(shape), frame, k)
+        if kind is None:
+            raise NotCoveredError(f"{ref} of shape {tuple(shape)} does not broadcast against "
+                              f"{tuple(frame)} as a full tensor, a per-column, a per-row vector "
+                              "or a single value", "broadcast")
+        if name in self.leaves and self.leaves[name].kind != kind:
+            raise NotCoveredError(f"{ref} is used with two different broadcasts", "broadcast")
+        self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape))
+        return name
+
+    def value_leaf(self, value: float) -> str:
+        for attr, v in self.cap.scalar_attrs.items():
+            if v == value and not float(value).is_integer():
+                name = f"a_{attr}"
+                self.leaves[name] = Leaf(name, "attr", attr, "value")
+                return "@" + name
+        return repr(float(value))
+
+    # -- chains --------------------------------------------------------------------------
+    def chain(self, members: set[int], result: int, frame: tuple[int, ...], k: int,
+              special: dict[int, str], *, exact: bool = False) -> Chain:
+        """The pointwise nodes ``members`` as a Chain whose value is node ``result``.
+
+        ``exact``: round every op's result to its reference dtype (bf16 / fp16), as eager
+        does, for consumers that compare exactly (argmax / argmin pick an index)."""
+        out: list[PwNode] = []
+
+        def ref(i: int) -> str:
+            if i in special:
+                return special[i]
+            n = self.nodes[i]
+            if n.kind in ("input", "param"):
+                if n.dtype not in FLOATS:
+                    raise NotCoveredError(f"{n.op} is a {n.dtype or 'non-tensor'} operand of a "
+                                      "pointwise op (floating-point tensors only)", n.dtype)
+                return "@" + self.leaf(n, frame, k)
+            if i not in members:
+                raise NotCoveredError(f"the result of {n.target or n.op} is used both before and "
+                                  "after the row operation", n.op)
+            return f"%{i}"
+
+        for i in sorted(members):
+            node = self.pointwise(self.nodes[i], ref)
+            dt = self.nodes[i].dtype
+            if exact and dt in ("bfloat16", "float16") and node.op != "cast":
+                # compute as %-i, then round into %i
+                out.append(replace(node, id=-i))
+                node = PwNode(i, "cast", (f"%{-i}",), (("dtype", dt),))
+            out.append(node)
+        return Chain(tuple(out), ref(result))
+
+    def pointwise(self, n: Node, ref) -> PwNode:
+        op, c, t = n.op, n.consts, n.tensors
+
+        def arg(name: str) -> str:
+            if name in t:
+                return ref(t[name])
+            v = c.get(name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise NotCoveredError(f"{n.target or op}: argument {name}={v!r} is not supported", op)
+            return self.value_leaf(v)
+
+        params: dict[str, object] = {k: c[k] for k in _OP_PARAMS if k in c and c[k] is not None}
+        if op in ("max", "min"):
+            op = "maximum" if op == "max" else "minimum"
+        if op == "view":
+            op = "identity"
+            if tuple(self.nodes[t["input"]].shape) != tuple(n.shape):
+                raise NotCoveredError(f"{n.target}: a reshape to another shape", "reshape")
+        if op in ("add", "sub", "mul", "div", "maximum", "minimum"):
+            if op == "div" and c.get("rounding_mode") is not None:
+                raise NotCoveredError(f"{n.target}: division with rounding_mode", "div")
+            if "alpha" in c and c["alpha"] not in (None, 1):
+                params["alpha"] = c["alpha"]
+            return PwNode(n.id, op, (arg("input"), arg("other")), tuple(params.items()))
+        if op == "pow":
+            if "exponent" not in t:
+                params["exponent_value"] = c.get("exponent")
+            if "input" not in t:
+                params["base_value"] = c.get("input")
+            return PwNode(n.id, op, (arg("input"), arg("exponent")), tuple(params.items()))
+        if op == "clamp" and any(x in t for x in ("min", "max")):
+            raise NotCoveredError(f"{n.target}: clamp with tensor bounds", "clamp")
+        if op == "cast":
+            dt = c.get("dtype")
+            if dt not in (None, *FLOATS):
+                raise NotCoveredError(f"{n.target}: a cast to {dt}", "cast")
+            params = {"dtype": dt} if dt in ("bfloat16", "float16") else {}
+        if op not in POINTWISE_OPS:
+            raise NotCoveredError(f"{n.target or op} is not supported by the built-in families", op)
+        return PwNode(n.id, op, (arg("input"),), tuple(params.items()))

@@ -1,0 +1,216 @@
+"""Kernel-family moves for the built-in rewriter: initial candidates, strategies, fusion and
+profiler-guided knob changes.
+
+* :func:`family_proposals`: the rendered candidates for a recognised task (the fused
+  default first, then each other strategy, then the unfused variant), move kind "family".
+* :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
+  ``FAMILY`` literal):
+
+  - kind **"strategy"**: switch ``TUNABLES["strategy"]`` to each other allowed strategy;
+  - kind **"fuse"**: re-render the parent fused (``{"fuse": True}``) when it runs its
+    pointwise prologue / epilogue as kernels of their own, or unfused (``{"fuse": False}``)
+    when it fuses them, keeping the parent's knob values;
+  - kind **"tunable"** with a ``"hint"`` param: the knob change a profiler finding asks for.
+
+**Profiler hints.** ``RewriteContext.guidance`` holds the one-line summaries of ``hint.*``
+findings (see ``cutegen.profilers.guidance``). :data:`HINT_RULES` matches them by phrase
+(the sass profiler's "use 128-bit vectorized copies", "local-memory loads/stores",
+"occupancy ... limited by registers"; ncu's "too few warps", "top warp stall: long
+scoreboard"; the timeline's "fuse them into one kernel") and turns each into preferred
+moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
+``vals_per_thread`` / ``rows_per_thread`` down for spills and register-limited occupancy,
+up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too few warps) or
+the fuse move. Those
+proposals carry ``params["hint"]`` (the finding's key) and the built-in rewriter offers them
+before other moves of the same cost.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
+from cutegen.codegen.families.recognize import recognize_task
+from cutegen.codegen.families.render import can_split, knobs, render
+from cutegen.codegen.families.taskmodule import TaskModuleError
+from cutegen.codegen.rewriters.base import Move, Proposal, RewriteContext
+from cutegen.codegen.tasks import Task
+from cutegen.errors import CandidateError
+
+
+@dataclass(frozen=True, slots=True)
+class HintRule:
+    """A guidance phrase and the moves it asks for: (knob, +1 / -1) steps, or "fuse"."""
+
+    key: str
+    pattern: str
+    steps: tuple[tuple[str, int], ...] = ()
+    fuse: bool = False
+
+
+HINT_RULES: tuple[HintRule, ...] = (
+    HintRule("hint.vector_width", r"128-bit vectorized", (("vec_bits", +1), ("pw_vec_bits", +1))),
+    HintRule("hint.spills", r"local-memory loads/stores|register spills",
+             (("vals_per_thread", -1), ("rows_per_thread", -1), ("pw_rows_per_thread", -1))),
+    HintRule("hint.occupancy", r"occupancy .*limited by registers",
+             (("vals_per_thread", -1), ("rows_per_thread", -1))),
+    HintRule("hint.occupancy", r"too few warps", (("cta_threads", +1), ("threads", +1),
+                                                  ("vals_per_thread", -1))),
+    HintRule("hint.stall", r"stall: long.scoreboard",
+             (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1))),
+    HintRule("hint.fuse_kernels", r"fuse them into one kernel", fuse=True),
+)
+
+_CACHE: dict[str, Recognition] = {}
+
+
+def _precheck(task: Task) -> NotCovered | None:
+    """A reason not to capture at all: the source has no Model with a forward."""
+    try:
+        tree = ast.parse(task.source)
+    except SyntaxError as e:
+        return NotCovered(f"the task does not parse: {e}")
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"),
+                 None)
+    if model is None or not any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                for b in model.body):
+        return NotCovered("the task has no Model.forward to recognise")
+    if not task.path.is_file():
+        return NotCovered(f"the task file {task.path} is gone")
+    return None
+
+
+def recognition_for(task: Task, *, in_process: bool = False) -> Recognition:
+    """Recognise a task once per task text (cached); see :mod:`.recognize`."""
+    hit = _CACHE.get(task.sha256)
+    if hit is None:
+        pre = _precheck(task)
+        hit = Recognition(not_covered=pre) if pre else recognize_task(task, in_process=in_process)
+        _CACHE[task.sha256] = hit
+    return hit
+
+
+def not_covered_message(task: Task) -> str:
+    """Why no family covers the task ("" when one does)."""
+    rec = recognition_for(task)
+    return "" if rec.covered or rec.not_covered is None else rec.not_covered.message
+
+
+def _move(plan: Plan, strategy: str, fused: bool) -> Move:
+    how = "" if fused or not can_split(plan) else ", unfused"
+    return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap",
+                {"family": plan.family, "op": plan.op, "strategy": strategy, "fused": fused})
+
+
+def family_proposals(task: Task) -> list[Proposal]:
+    """Rendered candidates for a recognised task, best guess first (see the module doc)."""
+    rec = recognition_for(task)
+    out: list[Proposal] = []
+    for plan in rec.plans:
+        values, choices = knobs(plan)
+        default = values["strategy"]
+        variants = [(default, True)] + [(s, True) for s in choices["strategy"] if s != default]
+        if can_split(plan):
+            variants.append((default, False))
+        for strategy, fused in variants:
+            try:
+                code = render(plan, task.source, tunables={"strategy": strategy}, fused=fused)
+            except TaskModuleError as e:  # remembered, so not_covered_message says why
+                _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
+                    f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
+                return []
+            move = _move(plan, strategy, fused)
+            out.append(Proposal(CandidateSource(code, f"family:{move.description}"), move))
+    return out
+
+
+def read_family(code: str) -> dict | None:
+    """The ``FAMILY`` literal of a rendered candidate (None for other candidates)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "FAMILY" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) and "family" in value else None
+    return None
+
+
+def hint_rules(guidance: tuple[str, ...]) -> list[HintRule]:
+    """The rules whose phrase appears in the guidance lines, in :data:`HINT_RULES` order."""
+    text = "\n".join(guidance)
+    return [r for r in HINT_RULES if re.search(r.pattern, text, re.IGNORECASE)]
+
+
+def _step(values: tuple, current: object, direction: int) -> object | None:
+    ordered = sorted(values) if all(isinstance(v, (int, float)) for v in values) else list(values)
+    if current not in ordered:
+        return None
+    i = ordered.index(current) + direction
+    return ordered[i] if 0 <= i < len(ordered) else None
+
+
+def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
+    """Strategy switches, fuse / unfuse, and profiler-hinted knob steps of a family parent."""
+    if ctx.parent is None:
+        return
+    code = ctx.parent.code
+    fam = read_family(code)
+    if fam is None:
+        return
+    try:
+        tunables = parse_tunables(code)
+    except CandidateError:
+        return
+    rules = hint_rules(ctx.guidance)
+    for rule in rules:  # hinted knob steps first: the rewriter prefers them
+        for name, direction in rule.steps:
+            t = tunables.get(name)
+            new = _step(t.choices, t.value, direction) if t else None
+            if t is None or new is None:
+                continue
+            desc = f"{name} {t.value!r}->{new!r} (profiler: {rule.key})"
+            yield Proposal(CandidateSource(set_tunable(code, name, new), f"builtin:{desc}"),
+                           Move("tunable", desc, "cheap",
+                                {"name": name, "from": t.value, "to": new, "hint": rule.key}))
+    strat = tunables.get("strategy")
+    if strat is not None:
+        for s in strat.choices:
+            if s != strat.value:
+                desc = f"strategy {strat.value}->{s} ({fam.get('op')})"
+                yield Proposal(CandidateSource(set_tunable(code, "strategy", s), f"builtin:{desc}"),
+                               Move("strategy", desc, "cheap",
+                                    {"name": "strategy", "from": strat.value, "to": s,
+                                     "family": fam.get("family")}))
+    yield from _fuse_moves(ctx, fam, tunables, any(r.fuse for r in rules))
+
+
+def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict, hinted: bool) -> Iterator[Proposal]:
+    rec = recognition_for(ctx.task)
+    plan = next((p for p in rec.plans if p.family == fam.get("family") and p.op == fam.get("op")),
+                None)
+    if plan is None or not can_split(plan):
+        return
+    fused = bool(fam.get("fused", True))
+    keep = {k: t.value for k, t in tunables.items() if not k.startswith("pw_")}
+    try:
+        code = render(plan, ctx.task.source, tunables=keep, fused=not fused)
+    except TaskModuleError:
+        return
+    if fused:
+        desc = f"run the pointwise ops of {plan.op} as kernels of their own"
+    else:
+        desc = f"fuse the pointwise ops into the {plan.op} kernel"
+    params: dict[str, object] = {"fuse": not fused}
+    if hinted and not fused:
+        params["hint"] = "hint.fuse_kernels"
+    yield Proposal(CandidateSource(code, f"builtin:{desc}"), Move("fuse", desc, "cheap", params))

@@ -1,0 +1,210 @@
+"""Canonical op names for captured calls, and what each canonical op is.
+
+:func:`canonical_call` names one ``torch.fx`` call node: the torch function, the tensor
+method and the ``nn`` module forms of an op share one name (``softmax`` for
+``torch.softmax``, ``F.softmax``, ``x.softmax`` and ``nn.Softmax``), and its arguments are
+bound to parameter names (positional order of the ``torch.*`` / ``Tensor`` form, or of the
+functional form for ``F.*``). Module parameters (``nn.LayerNorm``'s weight) are reported as
+``{"path", "shape", "dtype"}`` constants, so the recognizer can read them as leaves.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+#: Ops that reduce or normalise along a dimension (the row family).
+ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
+                     "mean", "amax", "amin", "max", "min", "argmax", "argmin"})
+#: Scans along a dimension (the scan family).
+SCAN_OPS = frozenset({"cumsum", "cumprod"})
+#: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
+POINTWISE_OPS = frozenset({
+    "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
+    "silu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs",
+    "erf", "square", "reciprocal", "clamp", "leaky_relu", "elu", "softplus", "hardtanh",
+    "hardsigmoid", "hardswish", "mish", "cast", "identity",
+})
+
+#: Positional parameter names per canonical op (the ``torch.*`` / ``Tensor`` form).
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "softmax": ("input", "dim", "dtype"), "log_softmax": ("input", "dim", "dtype"),
+    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
+    "rms_norm": ("input", "normalized_shape", "weight", "eps"),
+    "cross_entropy": ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                      "reduction", "label_smoothing"),
+    "sum": ("input", "dim", "keepdim", "dtype"), "mean": ("input", "dim", "keepdim", "dtype"),
+    "amax": ("input", "dim", "keepdim"), "amin": ("input", "dim", "keepdim"),
+    "max": ("input", "dim", "keepdim"), "min": ("input", "dim", "keepdim"),
+    "argmax": ("input", "dim", "keepdim"), "argmin": ("input", "dim", "keepdim"),
+    "cumsum": ("input", "dim", "dtype"), "cumprod": ("input", "dim", "dtype"),
+    "flip": ("input", "dims"), "getitem": ("input", "index"),
+    "add": ("input", "other", "alpha"), "sub": ("input", "other", "alpha"),
+    "mul": ("input", "other"), "div": ("input", "other", "rounding_mode"),
+    "pow": ("input", "exponent"), "maximum": ("input", "other"), "minimum": ("input", "other"),
+    "clamp": ("input", "min", "max"), "gelu": ("input", "approximate"),
+    "leaky_relu": ("input", "negative_slope", "inplace"), "elu": ("input", "alpha", "inplace"),
+    "softplus": ("input", "beta", "threshold"), "hardtanh": ("input", "min_val", "max_val"),
+    "cast": ("input", "dtype"), "identity": ("input",), "view": ("input", "shape"),
+}
+#: Functional (``F.*``) forms whose positional order differs from the torch form.
+_F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
+             "log_softmax": ("input", "dim", "_stacklevel", "dtype")}
+
+_UNARY = ("relu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt",
+          "abs", "neg", "erf", "square", "reciprocal")
+_METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
+                   "contiguous": "identity", "clone": "identity", "detach": "identity",
+                   "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
+                   "to": "cast", "type": "cast", "view": "view", "reshape": "view",
+                   "max": "max", "min": "min"}
+_CAST_DTYPE = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64"}
+
+
+def _function_table() -> dict[Any, tuple[str, bool]]:
+    """callable -> (canonical op, is a functional ``F.*`` form)."""
+    import torch
+    import torch.nn.functional as F
+
+    table: dict[Any, tuple[str, bool]] = {
+        operator.add: ("add", False), operator.sub: ("sub", False),
+        operator.mul: ("mul", False), operator.truediv: ("div", False),
+        operator.neg: ("neg", False), operator.pow: ("pow", False),
+        operator.getitem: ("getitem", False),
+        torch.true_divide: ("div", False), torch.clip: ("clamp", False),
+        torch.negative: ("neg", False), F.relu6: ("relu6", True),
+        F.layer_norm: ("layer_norm", True), F.cross_entropy: ("cross_entropy", True),
+        F.softmax: ("softmax", True), F.log_softmax: ("log_softmax", True),
+        F.silu: ("silu", True), F.mish: ("mish", True), F.hardswish: ("hardswish", True),
+        F.hardsigmoid: ("hardsigmoid", True), F.leaky_relu: ("leaky_relu", True),
+        F.elu: ("elu", True), F.softplus: ("softplus", True), F.hardtanh: ("hardtanh", True),
+        F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
+        F.tanh: ("tanh", True),
+    }
+    if hasattr(F, "rms_norm"):
+        table[F.rms_norm] = ("rms_norm", True)
+    for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
+                 "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
+                 "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", *_UNARY):
+        fn = getattr(torch, name, None)
+        if fn is not None:
+            table.setdefault(fn, (name, False))
+    for name in ("gelu", "silu", "elu", "softplus", "hardtanh", "leaky_relu", "hardswish",
+                 "hardsigmoid", "mish", "relu6"):
+        fn = getattr(torch._C._nn, name, None)  # what F.gelu & co. really are
+        if fn is not None:
+            table.setdefault(fn, (name, True))
+    return table
+
+
+def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
+    """(canonical op, constants) for an ``nn`` leaf module; ("?", {}) when unknown."""
+    import torch.nn as nn
+
+    def param(p: Any, path: str) -> Any:
+        if p is None:
+            return None
+        return {"path": path, "shape": [int(s) for s in p.shape], "dtype": str(p.dtype)[6:]}
+
+    simple = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh",
+              nn.ReLU6: "relu6", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid",
+              nn.Mish: "mish", nn.Identity: "identity"}
+    for cls, name in simple.items():
+        if type(mod) is cls:
+            return name, {}
+    if isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
+        return ("softmax" if isinstance(mod, nn.Softmax) else "log_softmax"), {"dim": mod.dim}
+    if isinstance(mod, nn.GELU):
+        return "gelu", {"approximate": mod.approximate}
+    if isinstance(mod, nn.LeakyReLU):
+        return "leaky_relu", {"negative_slope": mod.negative_slope}
+    if isinstance(mod, nn.ELU):
+        return "elu", {"alpha": mod.alpha}
+    if isinstance(mod, nn.Softplus):
+        return "softplus", {"beta": mod.beta, "threshold": mod.threshold}
+    if isinstance(mod, nn.Hardtanh):
+        return "hardtanh", {"min_val": mod.min_val, "max_val": mod.max_val}
+    if isinstance(mod, nn.Dropout):
+        return ("identity", {}) if mod.p == 0 or not mod.training else ("?", {})
+    if isinstance(mod, nn.LayerNorm):
+        return "layer_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias")}
+    if hasattr(nn, "RMSNorm") and isinstance(mod, nn.RMSNorm):
+        return "rms_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
+                            "weight": param(mod.weight, "weight")}
+    if isinstance(mod, nn.CrossEntropyLoss):
+        return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
+                                 "label_smoothing": mod.label_smoothing,
+                                 "weight": param(getattr(mod, "weight", None), "weight")}
+    return "?", {}
+
+
+def _bind(names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    out = dict(zip(names, args, strict=False))
+    if len(args) > len(names):
+        out["_extra"] = list(args[len(names):])
+    out.update(kwargs)
+    return out
+
+
+def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
+                   ids: dict[Any, int]) -> tuple[str, str, dict[str, int], dict[str, Any]]:
+    """(op, target, tensor args, constant args) of one fx call node; op "?" when unknown."""
+    import torch
+    import torch.fx
+
+    from cutegen.codegen.families.capture import _jsonable
+
+    tensors: dict[str, int] = {}
+    consts: dict[str, Any] = {}
+    args, kwargs = tuple(n.args), dict(n.kwargs)
+    if n.op == "call_module":
+        mod = gm.get_submodule(str(n.target))
+        op, consts = _module_call(mod)
+        for v in consts.values():
+            if isinstance(v, dict) and "path" in v:
+                v["path"] = f"{n.target}.{v['path']}"
+        bound = _bind(("input", "target"), args, kwargs)
+        target = f"nn.{type(mod).__name__}"
+    elif n.op == "call_method":
+        name = str(n.target)
+        op = _METHOD_ALIASES.get(name, name if name in _PARAMS or name in _UNARY else "?")
+        if name in ("flip", "view", "reshape", "permute") and len(args) > 2:
+            args = (args[0], tuple(args[1:]))  # varargs dims / shape
+        bound = _bind(_PARAMS.get(op, ("input",)), args, kwargs)
+        if name in _CAST_DTYPE:
+            bound["dtype"] = getattr(torch, _CAST_DTYPE[name])
+        target = f"Tensor.{name}"
+    else:
+        fn = n.target
+        op, functional = _function_table().get(fn, ("?", False))
+        names = (_F_PARAMS.get(op) if functional else None) or _PARAMS.get(op, ("input", "other"))
+        bound = _bind(names, args, kwargs)
+        mod_name = getattr(fn, "__module__", "") or ""
+        target = f"{mod_name}.{getattr(fn, '__name__', str(fn))}".lstrip(".")
+    if op == "cast":
+        dt = bound.get("dtype")
+        if not isinstance(dt, torch.dtype):  # x.to(other) / x.to(device): only dtypes count
+            dt = next((a for a in list(bound.values()) + [kwargs.get("dtype")]
+                       if isinstance(a, torch.dtype)), None)
+        bound = {"input": bound.get("input"), "dtype": dt}
+    for k, v in bound.items():
+        if isinstance(v, torch.fx.Node):
+            val = values.get(v)
+            if isinstance(val, torch.Tensor):
+                tensors[k] = ids[v]
+            elif isinstance(val, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in val):
+                tensors[k] = ids[v]  # a tuple of tensors (e.g. torch.max(x, dim))
+            else:
+                consts[k] = _jsonable(val)
+        elif isinstance(v, (tuple, list)) and any(isinstance(a, torch.fx.Node) for a in v):
+            resolved = [values.get(a) if isinstance(a, torch.fx.Node) else a for a in v]
+            if any(isinstance(r, torch.Tensor) for r in resolved):
+                op = "?" if op != "?" else op
+                consts[k] = "<tensors>"
+            else:
+                consts[k] = _jsonable(resolved)
+        else:
+            consts.setdefault(k, _jsonable(v))
+    return op, target, tensors, consts

@@ -1,0 +1,249 @@
+"""Recognition: match a captured forward to a kernel family, with its fused pointwise ops.
+
+The forward (captured by :mod:`~cutegen.codegen.families.capture`) is covered when
+
+* it returns one tensor, and every op it uses is pointwise (``ops.POINTWISE_OPS``) except
+  at most one **anchor**: a row op (softmax, log-softmax, layer-norm, RMSNorm,
+  cross-entropy, sum / mean / amax / amin / max / min / argmax / argmin) or a scan (cumsum,
+  cumprod; ``flip`` around it makes it a reverse scan);
+* the anchor works along the last dimension (or the last k, for reductions and layer-norm
+  over trailing dims); pointwise ops before it form the **prologue** (they compute its
+  input), the ones after it the **epilogue**;
+* every tensor a chain reads broadcasts against the anchor's (rows, N) view as a full
+  tensor, a per-column vector, a per-row vector or a single value.
+
+Anything else gives :class:`~cutegen.codegen.families.plan.NotCovered` naming the op or the
+shape that is missing, never a plan that would compute something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
+from cutegen.codegen.families.matcher import (
+    FLOATS,
+    OPMATH_EPS,
+    Matcher,
+    NotCoveredError,
+    trailing_dims,
+)
+from cutegen.codegen.families.ops import ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
+from cutegen.codegen.tasks import Task
+from cutegen.errors import TaskError
+
+
+def _unknown(m: Matcher, ids: set[int]) -> None:
+    for i in sorted(ids):
+        n = m.node(i)
+        if n.kind == "call" and n.op == "?":
+            raise NotCoveredError(f"{n.target} is not supported by the built-in families",
+                              n.target)
+
+
+def _match(cap: Captured) -> Plan:
+    m = Matcher(cap)
+    if cap.error:
+        raise NotCoveredError(cap.error)
+    out = m.node(cap.output) if cap.output >= 0 else None
+    if out is None or not out.dtype:
+        raise NotCoveredError("Model.forward does not return a single tensor")
+    live = m.ancestors(out.id)
+    _unknown(m, live)
+    calls = {i for i in live if m.node(i).kind == "call"}
+    anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS
+                     and not (m.node(i).op in ("max", "min") and "other" in m.node(i).tensors))
+    if len(anchors) > 1:
+        names = ", ".join(m.node(i).op for i in anchors)
+        raise NotCoveredError(f"more than one row operation ({names}): a family kernel fuses one",
+                          m.node(anchors[1]).op)
+    if not anchors:
+        return _pointwise_plan(m, calls, out)
+    return _anchored_plan(m, calls, out, m.node(anchors[0]))
+
+
+def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
+    if not calls:
+        raise NotCoveredError("Model.forward does no computation", "identity")
+    if out.dtype not in FLOATS:
+        raise NotCoveredError(f"a pointwise result of dtype {out.dtype}", out.dtype)
+    frame = tuple(out.shape)
+    chain = m.chain(calls, out.id, frame, 1, {})
+    full = [lf for lf in m.leaves.values() if lf.kind == "full"]
+    if not full:
+        raise NotCoveredError("no operand has the output's full shape (an outer-product "
+                          "broadcast)", "broadcast")
+    main = sorted(full, key=lambda lf: lf.source != "input")[0].name
+    return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
+                (), out.dtype, "broadcast", m.cap.forward_args,
+                f"pointwise: {chain.describe()} over {len(full)} full tensor(s), "
+                f"{'x'.join(map(str, frame))} {out.dtype}")
+
+
+def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
+    op = a.op
+    x_id = a.tensors.get("input")
+    if x_id is None:
+        raise NotCoveredError(f"{a.target}: its input is not a tensor", op)
+    x = m.node(x_id)
+    frame, nd = tuple(x.shape), len(x.shape)
+    absorbed: set[int] = set()
+    result = a.id
+    params: dict[str, object] = {}
+    # torch.max / min with a dim: (values, indices), used through one getitem
+    if op in ("max", "min"):
+        uses = m.users(a.id, calls | {out.id})
+        picks = {m.node(u).consts.get("index") for u in uses}
+        if len(uses) != 1 or m.node(uses[0]).op != "getitem" or picks - {0, 1}:
+            raise NotCoveredError(f"{a.target} returns values and indices: only one may be used", op)
+        result = uses[0]
+        absorbed.add(result)
+        op = {("max", 0): "amax", ("max", 1): "argmax", ("min", 0): "amin",
+              ("min", 1): "argmin"}[(op, picks.pop())]
+    if op in SCAN_OPS and x.op == "flip" and x.kind == "call":
+        uses = m.users(a.id, calls | {out.id})
+        if (_dims(x.consts.get("dims"), nd) == [nd - 1] and len(uses) == 1
+                and m.node(uses[0]).op == "flip"
+                and _dims(m.node(uses[0]).consts.get("dims"), nd) == [nd - 1]):
+            params["reverse"] = True
+            absorbed |= {x.id, uses[0]}
+            result = uses[0]
+            x_id = x.tensors["input"]
+            x = m.node(x_id)
+    if x.dtype not in FLOATS:
+        raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
+    family, out_shape, k = _anchor_params(m, a, op, x, frame, params)
+    params["k"] = k
+    pro_ids = (m.ancestors(x_id) & calls) - absorbed
+    epi_ids = calls - pro_ids - absorbed - {a.id}
+    prologue = m.chain(pro_ids, x_id, frame, k, {}, exact=op in ("argmax", "argmin"))
+    epi_frame = frame if out_shape == "same" else (1,) * nd
+    epilogue = m.chain(epi_ids, out.id, epi_frame, k, {result: "%y", x_id: "%in"})
+    if op in SCAN_OPS and _exclusive(epilogue):
+        params["exclusive"] = True
+        epilogue = _drop_first(epilogue)
+    if out_shape != "same":
+        bad = [m.leaves[n] for n in epilogue.leaves() if m.leaves[n].kind not in ("scalar", "value")]
+        if bad:
+            raise NotCoveredError(f"{bad[0].ref} is applied to the per-row result of {op}: only "
+                              "single values can follow a reduction", "broadcast")
+        if out_shape == "scalar" and not epilogue.empty:
+            raise NotCoveredError(f"pointwise ops after the {op} loss", epilogue.nodes[0].op)
+    mains = [lf for lf in m.leaves.values() if lf.kind == "full" and lf.name in prologue.leaves()]
+    if not mains:
+        raise NotCoveredError(f"the input of {op} is not computed from a tensor of its shape",
+                          "broadcast")
+    main = sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
+    if out.dtype not in (*FLOATS, "int64"):
+        raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
+    desc = f"{op}{' (reverse)' if params.get('reverse') else ''} over the last " + (
+        f"{k} dims" if k > 1 else "dim") + f" of {'x'.join(map(str, frame))} {x.dtype}"
+    if not prologue.empty:
+        desc += f"; prologue: {prologue.describe()}"
+    if not epilogue.empty:
+        desc += f"; epilogue: {epilogue.describe()}"
+    return Plan(family, op, tuple(m.leaves.values()), main, prologue, epilogue,
+                tuple(sorted(params.items())), out.dtype, out_shape, m.cap.forward_args, desc)
+
+
+def _dims(v: object, nd: int) -> list[int]:
+    """A dims argument (an int or a list of ints) as sorted non-negative dims."""
+    ds = v if isinstance(v, list) else [] if v is None else [v]
+    return sorted(int(d) % max(nd, 1) for d in ds if isinstance(d, int))
+
+
+def _exclusive(epi: Chain) -> bool:
+    """``cumsum(x) - x`` (the first epilogue op subtracts the scan's input): exclusive.
+    (For cumprod, ``cumprod(x) / x`` would divide by zero: not matched.)"""
+    if epi.empty:
+        return False
+    first = epi.nodes[0]
+    uses_in = any("%in" in n.args for n in epi.nodes[1:])
+    return first.op == "sub" and first.args == ("%y", "%in") and not first.params and not uses_in
+
+
+def _drop_first(epi: Chain) -> Chain:
+    """The chain without its first node, whose uses now read ``%y``."""
+    old = f"%{epi.nodes[0].id}"
+    nodes = tuple(replace(n, args=tuple("%y" if a == old else a for a in n.args))
+                  for n in epi.nodes[1:])
+    return Chain(nodes, "%y" if epi.result == old else epi.result)
+
+
+def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...],
+                   params: dict[str, object]) -> tuple[str, str, int]:
+    """(family, out_shape, k) of the anchor; fills params (weight, eps, target ...)."""
+    c, nd = a.consts, len(frame)
+    if op in ("softmax", "log_softmax", "cumsum", "cumprod"):
+        if trailing_dims(c.get("dim"), nd, op) != 1:
+            raise NotCoveredError(f"{op} over several dims", op)
+        return ("scan" if op in SCAN_OPS else "row"), "same", 1
+    if op in ("layer_norm", "rms_norm"):
+        shape = list(c.get("normalized_shape") or [])
+        k = len(shape)
+        if k == 0 or list(frame[nd - k:]) != shape:
+            raise NotCoveredError(f"{op} over {shape} of a tensor of shape {frame}", op)
+        for key in ("weight", "bias") if op == "layer_norm" else ("weight",):
+            if key in a.tensors:
+                w = m.node(a.tensors[key])
+                if w.kind not in ("input", "param"):
+                    raise NotCoveredError(f"{op} with a computed {key}", op)
+                name = m.leaf(w, frame, k)
+            elif isinstance(c.get(key), dict):
+                name = m.module_leaf(c[key], frame, k)
+            else:
+                continue
+            if m.leaves[name].kind != "col" or m.leaves[name].dtype not in FLOATS:
+                raise NotCoveredError(f"{op} {key} of shape {m.leaves[name].shape}", op)
+            params[key] = name
+        eps = c.get("eps")
+        params["eps"] = float(eps) if eps is not None else OPMATH_EPS
+        return "row", "same", k
+    if op == "cross_entropy":
+        if nd != 2:
+            raise NotCoveredError(f"cross_entropy over logits of shape {frame} (2-d only)", op)
+        for key in ("weight", "size_average", "reduce", "label_smoothing"):
+            if c.get(key) not in (None, 0, 0.0):
+                raise NotCoveredError(f"cross_entropy with {key}={c.get(key)!r}", op)
+        if "weight" in a.tensors:
+            raise NotCoveredError("cross_entropy with class weights", op)
+        t = m.node(a.tensors.get("target", -1)) if "target" in a.tensors else None
+        if t is None or t.kind != "input" or t.dtype not in ("int64", "int32") or tuple(
+                t.shape) != frame[:1]:
+            raise NotCoveredError("cross_entropy targets that are not class indices of a forward "
+                              "argument", op)
+        params["target"] = m._add_leaf(t.op, "input", t.op, t.shape, t.dtype, frame, 1, "row")
+        params["ignore_index"] = int(c.get("ignore_index", -100))
+        reduction = c.get("reduction", "mean")
+        if reduction not in ("mean", "sum", "none"):
+            raise NotCoveredError(f"cross_entropy reduction={reduction!r}", op)
+        params["reduction"] = reduction
+        return "row", ("rows" if reduction == "none" else "scalar"), 1
+    # sum / mean / amax / amin / argmax / argmin
+    k = trailing_dims(c.get("dim"), nd, op)
+    if op in ("argmax", "argmin") and k != 1:
+        raise NotCoveredError(f"{op} over several dims", op)
+    params["keepdim"] = bool(c.get("keepdim") or False)
+    return "row", "rows", k
+
+
+def recognize(cap: Captured) -> Recognition:
+    """Match a captured forward to a family (see the module docstring)."""
+    try:
+        plan = _match(cap)
+    except NotCoveredError as e:
+        return Recognition(not_covered=e.nc)
+    return Recognition(plans=(plan,))
+
+
+def recognize_task(task: Task, *, in_process: bool = False) -> Recognition:
+    """Capture the task's forward (in a child process unless ``in_process``) and match it.
+
+    A task whose reference cannot be captured is reported as not covered, with the reason.
+    """
+    try:
+        cap = capture_in_process(task.path) if in_process else capture_task(task.path)
+    except TaskError as e:
+        return Recognition(not_covered=NotCovered(f"the task could not be captured: {e}"))
+    return recognize(cap)

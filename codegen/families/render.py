@@ -1,0 +1,309 @@
+"""Render a :class:`~cutegen.codegen.families.plan.Plan` into one standalone candidate file.
+
+The file is ``head`` (imports, TUNABLES, TUNABLE_CHOICES, FAMILY, host helpers), a copy of
+the task's ``Model`` constructor (``_TaskModule``), the fused pointwise functions, the
+family body (``row``, ``scan`` or ``pointwise`` template) and ``ModelNew``, whose forward
+builds the operand lists and launches the kernels. ``fused=False`` renders the same work
+unfused: the prologue and epilogue run as pointwise kernels of their own (a baseline for
+the "fuse" move, and an option when a heavy prologue slows a row kernel down).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+
+from cutegen.codegen.families.plan import Chain, Leaf, Plan
+from cutegen.codegen.families.pointwise import VPOW, chain_function
+from cutegen.codegen.families.taskmodule import extract
+from cutegen.codegen.families.template import render_template
+
+_ROW_KNOBS = ({"strategy": "auto", "vals_per_thread": 32, "cta_threads": 128,
+               "max_cta_threads": 512, "cluster_max": 8, "vec_bits": 128, "unroll": 1,
+               "preload": False},
+              {"strategy": ["auto", "registers", "cluster", "looped"],
+               "vals_per_thread": [8, 16, 32, 64], "cta_threads": [64, 128, 256],
+               "max_cta_threads": [256, 512, 1024], "cluster_max": [1, 2, 4, 8],
+               "vec_bits": [32, 64, 128], "unroll": [1, 2, 4], "preload": [True, False]})
+_SCAN_KNOBS = ({"strategy": "auto", "vals_per_thread": 16, "cta_threads": 128,
+                "max_cta_threads": 512, "vec_bits": 128, "unroll": 1},
+               {"strategy": ["auto", "looped"], "vals_per_thread": [4, 8, 16, 32],
+                "cta_threads": [64, 128, 256], "max_cta_threads": [256, 512, 1024],
+                "vec_bits": [32, 64, 128], "unroll": [1, 2, 4]})
+_PW_KNOBS = ({"strategy": "tile", "threads": 128, "rows_per_thread": 4, "vec_bits": 128,
+              "ctas_per_sm": 8},
+             {"strategy": ["tile", "grid_stride"], "threads": [64, 128, 256, 512],
+              "rows_per_thread": [1, 2, 4, 8], "vec_bits": [32, 64, 128],
+              "ctas_per_sm": [4, 8, 16]})
+#: Family -> (default TUNABLES, TUNABLE_CHOICES).
+KNOBS = {"row": _ROW_KNOBS, "scan": _SCAN_KNOBS, "pointwise": _PW_KNOBS}
+#: Row ops that write a full row (the others write one value per row).
+WRITES_ROW = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm"})
+_TITLES = {"softmax": "Softmax", "log_softmax": "Log-softmax", "layer_norm": "LayerNorm",
+           "rms_norm": "RMSNorm", "cross_entropy": "Cross-entropy (per-row loss)",
+           "sum": "Sum", "mean": "Mean", "amax": "Max", "amin": "Min", "argmax": "Argmax",
+           "argmin": "Argmin", "cumsum": "Inclusive cumulative sum",
+           "cumprod": "Inclusive cumulative product"}
+_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
+           "float16": "torch.float16", "int64": "torch.int64"}
+
+
+def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
+    """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
+    values, choices = (dict(d) for d in KNOBS[plan.family])
+    if plan.family == "row" and not _has_late_operands(plan):
+        del values["preload"], choices["preload"]  # nothing to load early or late
+    if not fused and plan.family != "pointwise":
+        values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
+        choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})
+    return values, choices
+
+
+def _has_late_operands(plan: Plan) -> bool:
+    """Whether the row kernel's output pass reads vector operands besides x (weights, bias,
+    epilogue tensors): only then does TUNABLES["preload"] change anything."""
+    if plan.op not in WRITES_ROW:
+        return False
+    names = [plan.param("weight"), plan.param("bias"), *plan.epilogue.leaves()]
+    return any(n and plan.leaf(n).kind in ("full", "col") for n in names)
+
+
+def can_split(plan: Plan) -> bool:
+    """Whether the plan has pointwise work that can run as kernels of its own."""
+    if not plan.has_pointwise or plan.out_shape != "same":
+        return False
+    return not any("%in" in n.args for n in plan.epilogue.nodes) and plan.epilogue.result != "%in"
+
+
+@dataclass
+class _Operands:
+    """The operand lists of one kernel launch and how its chain functions read them."""
+
+    vec: list[str] = field(default_factory=list)
+    full: list[bool] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+    row_kinds: list[bool] = field(default_factory=list)
+    scalars: list[str] = field(default_factory=list)
+    access: dict[str, str] = field(default_factory=dict)
+
+    def add(self, lf: Leaf, expr: str) -> None:
+        if lf.name in self.access:
+            return
+        if lf.kind in ("full", "col"):
+            self.access[lf.name] = f"v[{len(self.vec)}]"
+            self.vec.append(expr)
+            self.full.append(lf.kind == "full")
+        elif lf.kind in ("row", "scalar"):
+            self.access[lf.name] = f"r[{len(self.rows)}]"
+            self.rows.append(expr)
+            self.row_kinds.append(lf.kind == "row")
+        else:
+            self.access[lf.name] = f"s[{len(self.scalars)}]"
+            self.scalars.append(expr)
+
+    def args(self) -> str:
+        return (f"[{', '.join(self.vec)}], {tuple(self.full)!r}, [{', '.join(self.rows)}], "
+                f"{tuple(self.row_kinds)!r}, [{', '.join(self.scalars)}]")
+
+
+def _source(lf: Leaf) -> str:
+    if lf.source == "input":
+        return lf.ref
+    if lf.source == "param":
+        return f"self.{lf.ref}.detach()"
+    return f"float(self.{lf.ref})"
+
+
+def _wrapped(lf: Leaf) -> str:
+    """The forward expression giving leaf ``lf`` in the kernel's layout."""
+    src = _source(lf)
+    return {"full": f"_as_full({src}, shape, n_rows, n_cols)",
+            "col": f"_as_cols({src}, n_cols)", "row": f"_as_rows({src}, n_rows)",
+            "scalar": f"_as_one({src})"}.get(lf.kind, src)
+
+
+def _operands(plan: Plan, names: list[str], first: tuple[str, str] | None = None) -> _Operands:
+    ops = _Operands()
+    if first is not None:  # (leaf name, expression) of the kernel's main operand
+        ops.add(plan.leaf(first[0]), first[1])
+    for n in names:
+        lf = plan.leaf(n)
+        ops.add(lf, _wrapped(lf))
+    return ops
+
+
+def _doc(plan: Plan, fused: bool) -> str:
+    how = "fused into one kernel" if fused or not plan.has_pointwise else (
+        "unfused: pointwise kernels before / after the family kernel")
+    body = (f"Generated by cutegen's built-in '{plan.family}' kernel family: {plan.description}; "
+            f"{how}. TUNABLES['strategy'] picks the variant (see the kernel class); every "
+            "element is read once and written once with 128-bit accesses where the row length "
+            "and the pointers allow, statistics and arithmetic in fp32.")
+    return "\n".join(textwrap.wrap(body.replace('"', "'"), 92))
+
+
+def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
+           fused: bool = True) -> str:
+    """The candidate file for ``plan`` (see the module docstring).
+
+    Raises:
+        TaskModuleError: Model's constructor cannot be copied into the candidate.
+    """
+    fused = fused or not can_split(plan)
+    values, choices = knobs(plan, fused=fused)
+    values.update(tunables or {})
+    tm = extract(task_source)
+    family = {"family": plan.family, "op": plan.op, "fused": fused}
+    head = render_template("head", {
+        "DOC": _doc(plan, fused), "TASK_IMPORTS": tm.imports + "\n",
+        "TUNABLES": repr(values), "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
+    }, {})
+    parts = [head, "\n" + (tm.constants + "\n\n" if tm.constants else "\n") + tm.class_source,
+             VPOW]
+    if plan.family == "pointwise":
+        funcs, body, fwd = _pointwise_parts(plan)
+    elif fused:
+        funcs, body, fwd = _fused_parts(plan)
+    else:
+        funcs, body, fwd = _split_parts(plan)
+    parts += funcs + body
+    args = ", ".join(plan.forward_args)
+    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
+                 + textwrap.indent(fwd, " " * 8))
+    return "\n\n".join(p.strip("\n") for p in parts) + "\n"
+
+
+def _family_body(plan: Plan) -> str:
+    op = plan.op
+    if plan.family == "scan":
+        variant = ", ".join(k for k in ("reverse", "exclusive") if plan.param(k))
+        return render_template("scan", {"OP_TITLE": _TITLES[op],
+                                        "SCAN_VARIANT": f" ({variant})" if variant else ""},
+                               {"OP": op})
+    neutral = {"amin": "_INF", "argmin": "_INF"}.get(
+        op, "-_INF" if op in ("softmax", "log_softmax", "cross_entropy", "amax", "argmax")
+        else "0.0")
+    values = {"OP_TITLE": _TITLES[op], "NEUTRAL": neutral, "EPS": repr(plan.param("eps", 0.0)),
+              "IGNORE_INDEX": str(plan.param("ignore_index", -100)),
+              "ARG_WORST": "_INF" if op == "argmin" else "-_INF",
+              "ARG_PICK": "fmin" if op == "argmin" else "fmax",
+              "ARG_CMP": "<" if op == "argmin" else ">"}
+    flags = {"OP": op, "WRITES_ROW": op in WRITES_ROW, "HAS_W": plan.param("weight") is not None,
+             "HAS_B": plan.param("bias") is not None,
+             "CE_REDUCE": plan.param("reduction", "mean") != "none"}
+    return render_template("row", values, flags)
+
+
+def _frame_lines(plan: Plan) -> list[str]:
+    """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output."""
+    k = plan.param("k", 1)
+    alloc, _ = _out_view(plan)
+    return [f"main = {_source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
+            f"n_cols = math.prod(shape[len(shape) - {k}:])",
+            "n_rows = main.numel() // max(n_cols, 1)", alloc,
+            "if main.numel() == 0:", "    return out"]
+
+
+def _out_view(plan: Plan) -> tuple[str, str]:
+    """(allocation line, the 2-D / 1-D view of the output the kernel writes)."""
+    k = plan.param("k", 1)
+    dt = _DTYPES[plan.out_dtype]
+    if plan.out_shape in ("same", "broadcast"):
+        shape, view = "shape", "out.view(n_rows, n_cols)"
+    elif plan.out_shape == "rows":
+        keep = f" + (1,) * {k}" if plan.param("keepdim") else ""
+        shape, view = f"tuple(shape[:len(shape) - {k}]){keep}", "out.view(n_rows)"
+    else:
+        shape, view = "()", "out"
+    return f"out = torch.empty({shape}, dtype={dt}, device=main.device)", view
+
+
+def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[str]]:
+    """(chain functions, forward lines) launching the family kernel of ``plan`` with its main
+    operand read from ``first`` and its result written to ``view``."""
+    extra = [plan.param(n) for n in ("weight", "bias") if plan.param(n)]
+    ops = _Operands()
+    if plan.param("target"):
+        t = plan.leaf(plan.param("target"))
+        ops.access[t.name] = "r[0]"
+        ops.rows.append(f"_as_rows({_source(t)}, n_rows)")
+        ops.row_kinds.append(True)
+    ops.add(plan.leaf(plan.main), first)
+    for n in list(plan.prologue.leaves()) + extra + list(plan.epilogue.leaves()):
+        ops.add(plan.leaf(n), _wrapped(plan.leaf(n)))
+    funcs = [chain_function("_prologue", plan.prologue, ops.access,
+                            doc="The fused prologue: the value the kernel's op consumes."),
+             chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                            doc="The fused epilogue, applied to the op's result y.")]
+    vec_of = lambda names: {ops.access[n] for n in names if ops.access[n].startswith("v")}  # noqa: E731
+    pro_vec = vec_of(plan.prologue.leaves())
+    out_vec = pro_vec | vec_of(list(plan.epilogue.leaves()) + extra)
+    need_stats = tuple(i == 0 or f"v[{i}]" in pro_vec for i in range(len(ops.vec)))
+    need_out = tuple(i == 0 or f"v[{i}]" in out_vec for i in range(len(ops.vec)))
+    if plan.family == "scan":
+        return funcs, [f"_scan_launch(_prologue, _epilogue, {ops.args()}, {view}, "
+                       f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))})"]
+    if plan.op == "cross_entropy" and plan.param("reduction") != "none":
+        return funcs, [
+            "loss = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
+            f"_row_launch(_prologue, _epilogue, {ops.args()}, loss, {need_stats!r}, "
+            f"{need_out!r})",
+            f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'})"]
+    idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else None
+           for n in ("weight", "bias")}
+    return funcs, [f"_row_launch(_prologue, _epilogue, {ops.args()}, {view}, {need_stats!r}, "
+                   f"{need_out!r}, {idx['weight']!r}, {idx['bias']!r})"]
+
+
+def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    _, view = _out_view(plan)
+    funcs, launch = _family_launch(plan, "main.view(n_rows, n_cols)", view)
+    return funcs, [_family_body(plan)], "\n".join(_frame_lines(plan) + launch + ["return out"])
+
+
+def _pointwise_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    ops = _operands(plan, list(plan.prologue.leaves()), (plan.main, "main.view(n_rows, n_cols)"))
+    funcs = [chain_function("_pointwise", plan.prologue, ops.access,
+                            doc="The fused pointwise computation of one row's vector.")]
+    body = [render_template("pointwise", {"PW": ""}, {})]
+    _, view = _out_view(plan)
+    lines = _frame_lines(plan) + [f"_pw_launch(_pointwise, {ops.args()}, {view})", "return out"]
+    return funcs, body, "\n".join(lines)
+
+
+def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    """Prologue and epilogue as pointwise kernels around an unfused family kernel."""
+    lines = _frame_lines(plan)
+    _, view = _out_view(plan)
+    funcs: list[str] = []
+    src = "main.view(n_rows, n_cols)"
+    if not plan.prologue.empty:
+        pre = _operands(plan, list(plan.prologue.leaves()), (plan.main, src))
+        funcs.append(chain_function("_pre", plan.prologue, pre.access,
+                                    doc="The prologue, as a kernel of its own."))
+        lines += ["pre = torch.empty(shape, dtype=main.dtype, device=main.device)",
+                  f"_pw_launch(_pre, {pre.args()}, pre.view(n_rows, n_cols))"]
+        src = "pre.view(n_rows, n_cols)"
+    bare = Plan(plan.family, plan.op, plan.leaves, plan.main, Chain((), f"@{plan.main}"),
+                Chain((), "%y"), plan.params, plan.out_dtype, plan.out_shape, plan.forward_args,
+                plan.description)
+    mid = view
+    if not plan.epilogue.empty:
+        lines.append(f"mid = torch.empty(shape, dtype={_DTYPES[plan.out_dtype]}, "
+                     "device=main.device)")
+        mid = "mid.view(n_rows, n_cols)"
+    f2, launch = _family_launch(bare, src, mid)
+    funcs += f2
+    lines += launch
+    if not plan.epilogue.empty:
+        post = _Operands()
+        post.vec.append(mid)
+        post.full.append(True)
+        for n in plan.epilogue.leaves():
+            post.add(plan.leaf(n), _wrapped(plan.leaf(n)))
+        funcs.append(chain_function("_post", plan.epilogue, post.access, y="v[0]",
+                                    doc="The epilogue, as a kernel of its own."))
+        lines.append(f"_pw_launch(_post, {post.args()}, {view})")
+    lines.append("return out")
+    body = [render_template("pointwise", {"PW": "pw_"}, {}), _family_body(plan)]
+    return funcs, body, "\n".join(lines)

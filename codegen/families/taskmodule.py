@@ -1,0 +1,100 @@
+"""The task's ``Model`` constructor, copied into a candidate as ``_TaskModule``.
+
+A candidate's ``ModelNew`` must take ``Model``'s constructor arguments and have its
+parameters (same names and shapes; the harness loads the reference's values into it). The
+simplest faithful way is to copy ``Model``'s class body without ``forward``: the rendered
+``ModelNew`` subclasses that copy and adds a kernel-launching ``forward``. The copy keeps
+the task's imports and simple module-level constants (``DTYPE = torch.bfloat16``) the class
+refers to; a class that needs anything else from the task file (a helper class or function)
+is reported, so recognition can say so instead of rendering a file that fails to import.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+#: Names a copied class may use without the task file defining them.
+_BUILTINS = frozenset(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builtins__))
+_SKIP_GLOBALS = frozenset({"VERIFY_SHAPES", "INPUT_DISTRIBUTIONS", "TOLERANCE"})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskModule:
+    """Source pieces for a candidate: import lines, constants, and the class copy."""
+
+    imports: str
+    constants: str
+    class_source: str
+
+
+class TaskModuleError(Exception):
+    """Model's constructor cannot be copied on its own (it uses another definition)."""
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def extract(source: str, *, name: str = "_TaskModule") -> TaskModule:
+    """Copy ``Model`` (minus ``forward``) from task source, renamed to ``name``.
+
+    Raises:
+        TaskModuleError: no class Model, or it uses a module-level definition that is not an
+            import or a simple constant.
+    """
+    tree = ast.parse(source)
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"),
+                 None)
+    if model is None:
+        raise TaskModuleError("the task defines no class Model")
+    imports: list[str] = []
+    imported: set[str] = set()
+    constants: dict[str, ast.stmt] = {}
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            imports.append(ast.unparse(node))
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            if node.targets[0].id not in _SKIP_GLOBALS:
+                constants[node.targets[0].id] = node
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+    body = [b for b in model.body if not (isinstance(b, ast.FunctionDef) and b.name == "forward")]
+    if not body:
+        body = [ast.Pass()]
+    fields = {"name": name, "bases": model.bases, "keywords": model.keywords, "body": body,
+              "decorator_list": []}
+    if "type_params" in ast.ClassDef._fields:  # Python 3.12+
+        fields["type_params"] = []
+    copy = ast.ClassDef(**fields)
+    args = {a.arg for f in ast.walk(copy) if isinstance(f, ast.FunctionDef)
+            for a in f.args.args + f.args.kwonlyargs}
+    used = _names_used(copy) - args
+    needed: list[str] = []
+    todo = sorted(used)
+    while todo:
+        n = todo.pop()
+        if n in constants and n not in needed:
+            needed.append(n)
+            todo.extend(sorted(_names_used(constants[n].value) - set(needed)))
+    missing = sorted(n for n in used & defined if n != "Model")
+    if missing:
+        raise TaskModuleError(f"Model's constructor uses {', '.join(missing)} from the task file")
+    if "Model" in used:  # super(Model, self).__init__() and the like
+        copy = ast.fix_missing_locations(_RenameModel(name).visit(copy))
+    order = [n for n in constants if n in needed]
+    consts = "\n".join(ast.unparse(constants[n]) for n in order)
+    return TaskModule("\n".join(dict.fromkeys(imports)), consts, ast.unparse(copy))
+
+
+class _RenameModel(ast.NodeTransformer):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.Name(self.name, node.ctx) if node.id == "Model" else node

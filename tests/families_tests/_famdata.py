@@ -1,0 +1,130 @@
+"""Shared data for the kernel-family tests (each test module loads this file once per
+session under the name ``_cutegen_famdata``, so its caches are shared).
+
+``tasks/`` holds extra covered tasks (fused prologues / epilogues, other row ops, scan
+variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers.
+Recognition runs in the pytest process (``in_process``: the tasks are ours); the DSL is only
+ever imported by the compile driver's child processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import uuid
+from functools import cache
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+BUNDLED = ROOT / "benchmarks" / "tasks"
+TASKS = HERE / "tasks"
+NEGATIVE = HERE / "negative"
+
+#: Bundled tasks a family covers: name -> (family, op).
+BUNDLED_COVERED = {
+    "softmax_fp32": ("row", "softmax"), "softmax_bf16": ("row", "softmax"),
+    "softmax_long_bf16": ("row", "softmax"),
+    "log_softmax_fp32": ("row", "log_softmax"), "log_softmax_bf16": ("row", "log_softmax"),
+    "layernorm_fp32": ("row", "layer_norm"), "layernorm_bf16": ("row", "layer_norm"),
+    "rmsnorm_fp32": ("row", "rms_norm"), "rmsnorm_bf16": ("row", "rms_norm"),
+    "cross_entropy_fp32": ("row", "cross_entropy"), "cross_entropy_bf16": ("row", "cross_entropy"),
+    "sum_rows_fp32": ("row", "sum"), "sum_rows_bf16": ("row", "sum"),
+    "cumsum_fp32": ("scan", "cumsum"), "cumsum_bf16": ("scan", "cumsum"),
+    "gelu_scale_bias_fp32": ("pointwise", "pointwise"),
+    "gelu_scale_bias_bf16": ("pointwise", "pointwise"),
+}
+#: Bundled tasks no family covers, and the op the message must name.
+BUNDLED_NOT_COVERED = {"gemm_fp32": "torch.matmul", "gemm_bf16": "torch.matmul",
+                       "gemm_bias_relu_fp32": "nn.Linear", "gemm_bias_relu_bf16": "nn.Linear"}
+
+
+def task_path(name: str) -> Path:
+    for folder in (BUNDLED, TASKS, NEGATIVE):
+        p = folder / f"{name}.py"
+        if p.is_file():
+            return p
+    raise FileNotFoundError(name)
+
+
+def covered_task_names() -> list[str]:
+    """Every covered task: the bundled ones, then ours."""
+    return sorted(BUNDLED_COVERED) + sorted(p.stem for p in TASKS.glob("*.py"))
+
+
+@cache
+def recognition(name: str):
+    from cutegen.codegen.families.capture import capture_in_process
+    from cutegen.codegen.families.recognize import recognize
+
+    return recognize(capture_in_process(task_path(name)))
+
+
+@cache
+def plan_of(name: str):
+    rec = recognition(name)
+    assert rec.covered, rec.not_covered
+    return rec.plans[0]
+
+
+def variants(name: str) -> list[tuple[str, bool]]:
+    """(strategy, fused) pairs the family offers for a task."""
+    from cutegen.codegen.families.render import can_split, knobs
+
+    plan = plan_of(name)
+    values, choices = knobs(plan)
+    out = [(s, True) for s in choices["strategy"]]
+    if can_split(plan):
+        out.append((values["strategy"], False))
+    return out
+
+
+@cache
+def rendered(name: str, strategy: str | None = None, fused: bool = True,
+             extra: tuple[tuple[str, object], ...] = ()) -> str:
+    from cutegen.codegen.families.render import render
+
+    tun = dict(extra)
+    if strategy is not None:
+        tun["strategy"] = strategy
+    return render(plan_of(name), task_path(name).read_text(), tunables=tun, fused=fused)
+
+
+def _globals(path: Path) -> dict:
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
+
+
+def shapes(name: str, *, max_rows: int = 512) -> list[dict]:
+    """The task's main shape (leading size capped at ``max_rows``: compiling does not depend
+    on the row count beyond "few rows or many") and its VERIFY_SHAPES, as compile cases
+    ``{"label", "init", "inputs": [{"shape", "dtype"}]}``."""
+    import torch
+
+    path = task_path(name)
+    g = _globals(path)
+    main = {k: v for k, v in g.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if "batch_size" in main:
+        main["batch_size"] = min(main["batch_size"], max_rows)
+    overrides = [main] + [dict(main, **v) for v in g.get("VERIFY_SHAPES", [])]
+    spec = importlib.util.spec_from_file_location(f"_famtask_{uuid.uuid4().hex[:8]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = []
+    for ov in overrides:
+        for k, v in ov.items():
+            setattr(module, k, v)
+        with torch.device("meta"):
+            inputs = module.get_inputs()
+        init = list(module.get_init_inputs())
+        specs = [{"shape": list(t.shape), "dtype": str(t.dtype)[6:]} for t in inputs]
+        label = "x".join(str(s) for s in inputs[0].shape)
+        out.append({"label": label, "init": init, "inputs": specs})
+    return out
+

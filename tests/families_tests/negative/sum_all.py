@@ -1,0 +1,19 @@
+"""A sum over every element (dim=None)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+
+def get_init_inputs():
+    return []

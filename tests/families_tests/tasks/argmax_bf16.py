@@ -1,0 +1,26 @@
+"""torch.argmax over dim 1 of a 2-d tensor, bf16 -> int64."""
+import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 2048
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim": 2048}, {"batch_size": 127, "dim": 1000}, {"batch_size": 4, "dim": 50001}]
+INPUT_DISTRIBUTIONS = ["randn", "uniform", "large", "negative"]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return []

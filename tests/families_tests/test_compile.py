@@ -1,0 +1,162 @@
+"""Every family and strategy compiles for sm_90a on the CPU, in fp32 and bf16, with the SASS
+we design for: no local memory (no LDL/STL, zero stack frame) and 128-bit global accesses
+(LDG.E.128 / STG.E.128) wherever the row length and alignment allow.
+
+Cases (about 210 compiles, run by ``family_compile_driver.py`` in two child processes at
+once, so nothing of the DSL is imported here):
+
+* the default candidate of every covered task (the bundled ones and ``tasks/``) on its main
+  shape (rows capped at 512: beyond "few rows" the row count changes nothing compiled) and
+  on each of its VERIFY_SHAPES (1 row, 127 rows, odd and very long rows);
+* every other strategy of every covered bundled task, and the unfused variant of every task
+  with fused pointwise ops, on the main shape;
+* every other allowed value of every knob, one knob at a time, on a representative task per
+  family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
+  gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
+  (the product is in the thousands); the search's moves change one knob at a time too.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from cutegen.codegen.candidate import parse_tunables
+
+
+def _famdata():
+    name = "_cutegen_famdata"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+fd = _famdata()
+DRIVER = Path(__file__).with_name("family_compile_driver.py")
+_ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+_KNOB_TASKS = ("softmax_bf16", "layernorm_fp32", "cumsum_bf16", "gelu_scale_bias_fp32")
+
+pytestmark = [pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing"),
+              pytest.mark.slow]
+
+
+def _build_cases() -> list[dict]:
+    cases = []
+
+    def add(name, strategy, fused, knobs, shape, group):
+        tun = dict(knobs)
+        cases.append({"name": name, "strategy": strategy, "fused": fused, "knobs": tun,
+                      "shape": shape, "group": group})
+
+    for name in fd.covered_task_names():
+        variants = fd.variants(name)
+        for shape in fd.shapes(name):
+            add(name, variants[0][0], True, {}, shape, "default")
+        main = fd.shapes(name)[0]
+        for strategy, fused in variants[1:]:
+            if not fused or name in fd.BUNDLED_COVERED:
+                add(name, strategy, fused, {}, main, "variant")
+    for name in _KNOB_TASKS:
+        code = fd.rendered(name)
+        main = fd.shapes(name)[0]
+        for t in parse_tunables(code).values():
+            for value in t.choices:
+                if value != t.value and t.name != "strategy":
+                    add(name, t.value if False else fd.variants(name)[0][0], True,
+                        {t.name: value}, main, "knob")
+    return cases
+
+
+CASES = _build_cases()
+
+
+def _case_id(c: dict) -> str:
+    knobs = ",".join(f"{k}={v}" for k, v in c["knobs"].items())
+    how = c["strategy"] + ("" if c["fused"] else "-unfused") + (f"-{knobs}" if knobs else "")
+    return f"{c['name']}-{how}-{c['shape']['label']}"
+
+
+@cache
+def _results(root: str) -> list[dict]:
+    """Write every candidate file, compile all cases in two children; results in case order."""
+    root_p = Path(root)
+    files: dict[tuple, str] = {}
+    jobs = []
+    for i, c in enumerate(CASES):
+        key = (c["name"], c["strategy"], c["fused"], tuple(sorted(c["knobs"].items())))
+        if key not in files:
+            path = root_p / f"cand_{len(files)}.py"
+            path.write_text(fd.rendered(c["name"], c["strategy"], c["fused"],
+                                        tuple(sorted(c["knobs"].items()))))
+            files[key] = str(path)
+        jobs.append({"file": files[key], "init": c["shape"]["init"],
+                     "inputs": c["shape"]["inputs"], "index": i})
+    halves = [jobs[0::2], jobs[1::2]]
+    procs = []
+    for k, half in enumerate(halves):
+        cases_file = root_p / f"cases_{k}.json"
+        cases_file.write_text(json.dumps(half))
+        dump = root_p / f"dump_{k}"
+        dump.mkdir(exist_ok=True)
+        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin,sass",
+                   CUTE_DSL_DUMP_DIR=str(dump), CUTE_DSL_NO_CACHE="1")
+        procs.append(subprocess.Popen([sys.executable, str(DRIVER), str(cases_file)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=env))
+    out: list[dict | None] = [None] * len(CASES)
+    for half, proc in zip(halves, procs, strict=True):
+        stdout, stderr = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, stderr[-4000:]
+        results = json.loads(stdout.strip().splitlines()[-1])["cases"]
+        for job, res in zip(half, results, strict=True):
+            out[job["index"]] = res
+    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
+    return out  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    return _results(str(tmp_path_factory.mktemp("family_compile")))
+
+
+def _n_cols(c: dict) -> tuple[int, int]:
+    """(elements per row, bytes per element) of the task's main operand in this case."""
+    plan = fd.plan_of(c["name"])
+    lf = plan.leaf(plan.main)
+    arg = plan.forward_args.index(lf.ref) if lf.source == "input" else 0
+    shape = c["shape"]["inputs"][arg]["shape"]
+    n = 1
+    for d in shape[len(shape) - plan.param("k", 1):]:
+        n *= d
+    return n, _ESIZE[lf.dtype]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_compiles_without_spills_and_vectorized(index, compiled):
+    c, res = CASES[index], compiled[index]
+    assert res["error"] is None, res["error"]
+    kernels = [k for comp in res["compiles"] for k in comp["kernels"].values()]
+    assert kernels, "forward compiled no kernel"
+    for k in kernels:
+        local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
+        assert not local and k.get("frame", 0) == 0, f"local memory: {k}"
+        assert k.get("regs", 0) > 0
+    n, esize = _n_cols(c)
+    plan = fd.plan_of(c["name"])
+    if c["knobs"].get("vec_bits", 128) == 128 and (n * esize) % 16 == 0:
+        ops = {op for k in kernels for op in k["ops"]}
+        assert "LDG.E.128" in ops, ops
+        assert not ops & {"LDG.E.U16", "LDG.E.U8", "LDG.E.S16"}, ops
+        writes_rows = plan.family != "row" or plan.op in ("softmax", "log_softmax",
+                                                          "layer_norm", "rms_norm")
+        if writes_rows:
+            assert "STG.E.128" in ops, ops

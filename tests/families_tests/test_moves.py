@@ -1,0 +1,173 @@
+"""The built-in rewriter with kernel families: initial candidates, strategy / fuse moves,
+profiler-hinted knob moves offered first, and every move recorded as a Move."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.families.moves import (
+    HINT_RULES,
+    family_moves,
+    hint_rules,
+    read_family,
+    recognition_for,
+)
+from cutegen.codegen.rewriters.base import RewriteContext
+from cutegen.codegen.rewriters.builtin import BuiltinRewriter
+from cutegen.codegen.tasks import load_bundled_task, load_task_file
+
+TASKS = Path(__file__).with_name("tasks")
+
+
+def _task(name):
+    """A bundled task by name, or one of ours as "t/<name>"."""
+    if name.startswith("t/"):
+        t = load_task_file(TASKS / f"{name[2:]}.py")
+    else:
+        t = load_bundled_task(name)
+    recognition_for(t, in_process=True)  # fill the cache without a child process
+    return t
+
+
+def _initial(name, n=8, *, families_only=True):
+    """The task and its initial proposals (only the family ones unless asked: a bundled seed
+    also matches our tasks whose names start with a seed's name)."""
+    task = _task(name)
+    props = BuiltinRewriter().initial(RewriteContext(task=task), n=n, rng=random.Random(0))
+    return task, [p for p in props if p.move.kind == "family" or not families_only]
+
+
+def test_initial_offers_seeds_then_family_strategies():
+    _, props = _initial("softmax_bf16", families_only=False)
+    assert [p.move.kind for p in props] == ["seed", "family", "family", "family", "family"]
+    fam = props[1]
+    assert fam.move.params == {"family": "row", "op": "softmax", "strategy": "auto",
+                               "fused": True}
+    assert [p.move.params["strategy"] for p in props[1:]] == ["auto", "registers", "cluster",
+                                                             "looped"]
+    assert read_family(fam.candidate.code)["op"] == "softmax"
+    assert fam.candidate.origin.startswith("family:")
+
+
+def test_initial_for_a_task_without_seeds_and_with_pointwise_ops():
+    _, props = _initial("t/softmax_scale_bias_bf16")
+    kinds = [(p.move.params["strategy"], p.move.params["fused"]) for p in props]
+    assert kinds == [("auto", True), ("registers", True), ("cluster", True), ("looped", True),
+                     ("auto", False)]
+    assert BuiltinRewriter().initial(RewriteContext(task=_task("layernorm_fp32")), n=2,
+                                     rng=random.Random(0))[1].move.params["strategy"] == "registers"
+
+
+def test_uncovered_task_has_no_family_candidates_and_a_message():
+    task = _task("gemm_bf16")
+    rw = BuiltinRewriter()
+    assert rw.initial(RewriteContext(task=task), n=8, rng=random.Random(0)) == []
+    assert "torch.matmul" in rw.not_covered(task) and "--rewriter llm" in rw.not_covered(task)
+    assert rw.not_covered(_task("softmax_fp32")) == ""
+    assert BuiltinRewriter(families=False).seeds(task) == []
+
+
+def test_seeds_by_bundled_name_include_families():
+    _task("cumsum_fp32")
+    names = [p.move.kind for p in BuiltinRewriter().seeds("cumsum_fp32")]
+    assert names == ["family", "family"]
+
+
+def _ctx(task, parent, **kw):
+    return RewriteContext(task=task, parent=parent, **kw)
+
+
+def test_strategy_and_fuse_moves():
+    task, props = _initial("t/softmax_scale_bias_bf16")
+    fused, unfused = props[0].candidate, props[-1].candidate
+    moves = list(family_moves(_ctx(task, fused)))
+    strat = [p for p in moves if p.move.kind == "strategy"]
+    assert sorted(p.move.params["to"] for p in strat) == ["cluster", "looped", "registers"]
+    assert all(parse_tunables(p.candidate.code)["strategy"].value == p.move.params["to"]
+               for p in strat)
+    fuse = [p for p in moves if p.move.kind == "fuse"]
+    assert len(fuse) == 1 and fuse[0].move.params == {"fuse": False}
+    assert read_family(fuse[0].candidate.code)["fused"] is False
+    back = [p for p in family_moves(_ctx(task, unfused)) if p.move.kind == "fuse"]
+    assert back[0].move.params == {"fuse": True}
+    assert back[0].candidate.code == fused.code  # knob values are kept
+
+
+def test_fuse_keeps_the_parents_knobs():
+    task, props = _initial("t/softmax_scale_bias_bf16")
+    parent = CandidateSource(set_tunable(props[0].candidate.code, "vals_per_thread", 16))
+    fuse = next(p for p in family_moves(_ctx(task, parent)) if p.move.kind == "fuse")
+    assert parse_tunables(fuse.candidate.code)["vals_per_thread"].value == 16
+
+
+def test_builtin_propose_records_kinds():
+    task, props = _initial("layernorm_fp32")
+    rw = BuiltinRewriter()
+    got = rw.propose(_ctx(task, props[0].candidate), n=100, cost="cheap", rng=random.Random(3))
+    kinds = {p.move.kind for p in got}
+    assert kinds == {"strategy", "tunable"}
+    assert not any(p.move.kind == "tunable" and p.move.params["name"] == "strategy" for p in got)
+    assert len({p.candidate.sha256 for p in got}) == len(got)
+
+
+@pytest.mark.parametrize(("line", "key", "knob", "direction"), [
+    ("global loads as narrow as 32-bit: use 128-bit vectorized copies (LDG.E.128/STG.E.128)",
+     "hint.vector_width", "vec_bits", +1),
+    ("12 local-memory loads/stores (register spills): cut registers per thread",
+     "hint.spills", "vals_per_thread", -1),
+    ("occupancy 25% limited by registers (128 regs x 256 threads): fewer registers",
+     "hint.occupancy", "vals_per_thread", -1),
+    ("top warp stall: long scoreboard (3.1 warps per issue cycle): more loads in flight",
+     "hint.stall", "vals_per_thread", +1),
+])
+def test_profiler_hints_are_offered_first(line, key, knob, direction):
+    task, props = _initial("layernorm_fp32")
+    code = set_tunable(props[0].candidate.code, "vec_bits", 64)
+    ctx = _ctx(task, CandidateSource(code), guidance=("stage 1: memory-bound", line))
+    assert [r.key for r in hint_rules(ctx.guidance)][:1] == [key]
+    rw = BuiltinRewriter()
+    for seed in range(5):  # whatever the shuffle, the hinted move comes first
+        first = rw.propose(ctx, n=3, cost="cheap", rng=random.Random(seed))[0]
+        assert first.move.params.get("hint") == key and first.move.params["name"] == knob
+        t = parse_tunables(code)[knob]
+        step = sorted(t.choices)
+        assert step.index(first.move.params["to"]) == step.index(t.value) + direction
+
+
+def test_fuse_hint_prefers_fusing():
+    task, props = _initial("t/softmax_scale_bias_bf16")
+    line = "3 kernels per call with 4.0 us idle between them: fuse them into one kernel"
+    ctx = _ctx(task, props[-1].candidate, guidance=(line,))
+    first = BuiltinRewriter().propose(ctx, n=2, cost="cheap", rng=random.Random(0))[0]
+    assert first.move.kind == "fuse" and first.move.params == {"fuse": True,
+                                                                "hint": "hint.fuse_kernels"}
+
+
+def test_hint_rules_are_well_formed():
+    assert {r.key for r in HINT_RULES} >= {"hint.vector_width", "hint.spills",
+                                           "hint.fuse_kernels"}
+    assert hint_rules(("nothing to see",)) == []
+
+
+def test_moves_of_a_non_family_parent_are_none():
+    task = _task("softmax_bf16")
+    seed = BuiltinRewriter().seeds("softmax_bf16")[0].candidate
+    assert list(family_moves(_ctx(task, seed))) == []
+
+
+def test_a_constructor_that_cannot_be_copied_is_reported(tmp_path):
+    p = tmp_path / "helper_task.py"
+    p.write_text("import torch\nimport torch.nn as nn\n\nclass Scale(nn.Module):\n"
+                 "    def forward(self, x):\n        return x\n\n"
+                 "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                 "        self.s = Scale()\n\n    def forward(self, x):\n"
+                 "        return torch.softmax(x, dim=-1)\n\n"
+                 "def get_inputs():\n    return [torch.randn(4, 64)]\n\n"
+                 "def get_init_inputs():\n    return []\n")
+    task = load_task_file(p)
+    recognition_for(task, in_process=True)
+    rw = BuiltinRewriter()
+    assert rw.initial(RewriteContext(task=task), n=8, rng=random.Random(0)) == []
+    assert "Scale" in rw.not_covered(task)

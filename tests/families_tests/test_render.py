@@ -1,0 +1,104 @@
+"""Rendered candidates keep the contract: one standalone file (no cutegen import, no
+``from __future__``), TUNABLES / TUNABLE_CHOICES literals that every allowed value can be set
+in, a FAMILY literal, ModelNew with Model's constructor, and the static filter accepts them."""
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from cutegen.codegen.candidate import parse_tunables, set_tunable
+from cutegen.codegen.families.moves import read_family
+from cutegen.codegen.families.template import TemplateError, apply_directives, substitute
+from cutegen.codegen.static import check_source
+
+
+def _famdata():
+    name = "_cutegen_famdata"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+fd = _famdata()
+#: Every task's default and unfused variants; every strategy of one task per family (the
+#: strategies of a task differ only in the TUNABLES literal).
+_ALL_STRATEGIES = ("softmax_scale_bias_bf16", "cumsum_reverse_fp32", "swish_gate_bf16")
+CASES = [(n, s, f) for n in fd.covered_task_names()
+         for i, (s, f) in enumerate(fd.variants(n)) if i == 0 or not f or n in _ALL_STRATEGIES]
+
+
+@pytest.mark.parametrize(("name", "strategy", "fused"), CASES,
+                         ids=[f"{n}-{s}-{'fused' if f else 'unfused'}" for n, s, f in CASES])
+def test_rendered_candidate_keeps_the_contract(name, strategy, fused):
+    code = fd.rendered(name, strategy, fused)
+    st = check_source(code)
+    assert st.ok, st.findings or st.message
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.module != "__future__" and not (node.module or "").startswith("cutegen")
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("cutegen") for a in node.names)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert "ModelNew" in classes and "_TaskModule" in classes
+    fam = read_family(code)
+    plan = fd.plan_of(name)
+    assert fam == {"family": plan.family, "op": plan.op, "fused": fused}
+    forward = next(f for f in classes["ModelNew"].body if isinstance(f, ast.FunctionDef))
+    assert [a.arg for a in forward.args.args[1:]] == list(plan.forward_args)
+    tunables = parse_tunables(code)
+    assert tunables["strategy"].value == strategy
+    for t in tunables.values():
+        assert t.value in t.choices and t.movable
+    assert (any(k.startswith("pw_") for k in tunables)) == (not fused and plan.family != "pointwise")
+
+
+@pytest.mark.parametrize("name", ["softmax_bf16", "layernorm_relu_fp32", "cumsum_fp32",
+                                  "gelu_scale_bias_bf16"])
+def test_every_allowed_value_can_be_set(name):
+    variants = fd.variants(name)
+    code = fd.rendered(name, *variants[-1])  # the unfused variant where there is one
+    for t in parse_tunables(code).values():
+        for value in t.choices:
+            assert parse_tunables(set_tunable(code, t.name, value))[t.name].value == value
+
+
+def test_rendering_is_deterministic():
+    assert fd.rendered("layernorm_bf16") == fd.rendered.__wrapped__("layernorm_bf16")
+
+
+def test_task_constructor_is_copied_without_forward():
+    code = fd.rendered("softmax_scale_bias_bf16")
+    tree = ast.parse(code)
+    tm = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_TaskModule")
+    assert [f.name for f in tm.body if isinstance(f, ast.FunctionDef)] == ["__init__"]
+    assert "DTYPE = torch.bfloat16" in code and "VERIFY_SHAPES" not in code
+    assert "float(self.scale)" in code  # the module attribute is read at run time
+
+
+def test_task_module_that_needs_a_helper_is_refused():
+    from cutegen.codegen.families.taskmodule import TaskModuleError, extract
+
+    src = ("import torch\nclass Helper(torch.nn.Module):\n    pass\n"
+           "class Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.h = Helper()\n    def forward(self, x):\n        return x\n")
+    with pytest.raises(TaskModuleError, match="Helper"):
+        extract(src)
+
+
+def test_template_directives():
+    text = "a\n#% if X > 1\nb {{V}}\n#% elif X == 1\nc\n#% else\nd\n#% endif\ne\n"
+    assert apply_directives(text, {"X": 2}) == "a\nb {{V}}\ne\n"
+    assert apply_directives(text, {"X": 1}) == "a\nc\ne\n"
+    assert apply_directives(text, {"X": 0}) == "a\nd\ne\n"
+    assert substitute("b {{V}}", {"V": "1"}) == "b 1"
+    with pytest.raises(TemplateError, match="V"):
+        substitute("b {{V}}", {})
+    with pytest.raises(TemplateError, match="unclosed"):
+        apply_directives("#% if 1\n", {})

@@ -1,0 +1,305 @@
+"""``cutegen bench``: suites, per-task results read from the store, means, Markdown, JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import cutegen.cli_eval as cli_eval
+import cutegen.cli_search as cli_search
+from cutegen.codegen._bench_table import (
+    BenchReport,
+    geomean,
+    render_markdown,
+    summarize,
+    to_json,
+    write_outputs,
+)
+from cutegen.codegen._ceilings import ceilings_from_samples
+from cutegen.codegen.bench import (
+    SuiteTask,
+    TaskResult,
+    bundled_suite_names,
+    collect_task_result,
+    dtype_of,
+    kernelbench_suite,
+    load_suite,
+    sanity_flags,
+)
+from cutegen.codegen.roofline import H200_MEASURED, Ceilings
+from cutegen.codegen.tasks import bundled_task_names
+from cutegen.errors import ConfigError, GPURequiredError
+from cutegen.search.storage import SqliteStorage
+from cutegen.testing import FakeEvaluator
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def ok(task, sp_e, sp_c=None, *, dtype="bf16", tier="A", frac=None):
+    return TaskResult(task, dtype, tier, "ok", speedup_eager=sp_e, speedup_compile=sp_c,
+                      best_us=10.0, frac_kernel=frac)
+
+
+def failed(task, *, dtype="bf16", tier="A"):
+    return TaskResult(task, dtype, tier, "no_best")
+
+
+# -- suites ------------------------------------------------------------------------------
+def test_bundled_suites():
+    assert {"tierA", "fp32", "gemm", "all"} <= set(bundled_suite_names())
+    tasks = set(bundled_task_names())
+    a, f, g, every = (load_suite(n) for n in ("tierA", "fp32", "gemm", "all"))
+    assert {t.dtype for t in a.tasks} == {"bf16"} and {t.tier for t in a.tasks} == {"A"}
+    assert {t.dtype for t in f.tasks} == {"fp32"}
+    assert {t.dtype for t in g.tasks} == {"bf16", "fp32"} and {t.tier for t in g.tasks} == {"C"}
+    assert [t.task for t in every.tasks] == [t.task for s in (a, f, g) for t in s.tasks]
+    assert {t.task for t in every.tasks} <= tasks  # every entry is a bundled task
+    assert {t.task for t in every.tasks} == tasks  # and `all` covers all of them
+
+
+def test_suite_files(tmp_path):
+    (tmp_path / "k.py").write_text("x")
+    (tmp_path / "s.toml").write_text('name = "mine"\nmax_evals = 7\n[[tasks]]\ntask = "k.py"\n'
+                                     'seed_candidates = ["seed.py"]\n[[tasks]]\n'
+                                     'task = "softmax_bf16"\ntier = "X"\n')
+    s = load_suite(str(tmp_path / "s.toml"))
+    assert s.name == "mine" and s.max_evals == 7
+    t1, t2 = s.tasks
+    assert t1.task == str(tmp_path / "k.py") and t1.dtype == "fp32" and t1.tier == "mine"
+    assert t1.seed_candidates == (str(tmp_path / "seed.py"),) and t1.label == "k"
+    assert (t2.dtype, t2.tier) == ("bf16", "X")
+    (tmp_path / "loop.toml").write_text(f'include = ["{tmp_path / "loop.toml"}"]\n')
+    bad = {"nope": "no suite named 'nope'", str(tmp_path / "loop.toml"): "includes itself"}
+    (tmp_path / "broken.toml").write_text("name = [")
+    bad[str(tmp_path / "broken.toml")] = "not valid TOML"
+    (tmp_path / "notask.toml").write_text("[[tasks]]\ndtype = 'bf16'\n")
+    bad[str(tmp_path / "notask.toml")] = "needs a 'task'"
+    for spec, msg in bad.items():
+        with pytest.raises(ConfigError, match=msg):
+            load_suite(spec)
+
+
+def test_kernelbench_suite(tmp_path):
+    lvl = tmp_path / "KernelBench" / "level1"
+    lvl.mkdir(parents=True)
+    for name in ("19_ReLU.py", "23_Softmax.py", "3_Batched_matmul.py"):
+        (lvl / name).write_text("x")
+    s = kernelbench_suite(tmp_path, 1)
+    assert [t.kernelbench[2] for t in s.tasks] == [3, 19, 23]
+    assert {t.dtype for t in s.tasks} == {"fp32"} and s.tasks[1].label == "kb_L1_P19"
+    assert [t.kernelbench[2] for t in kernelbench_suite(tmp_path, 1, [23]).tasks] == [23]
+
+
+def test_dtype_of():
+    assert [dtype_of(n) for n in ("softmax_bf16", "x_fp16_y", "kb_L1_P23", "bf16x")] == [
+        "bf16", "fp16", "fp32", "fp32"]
+
+
+# -- means -------------------------------------------------------------------------------
+def test_geomean():
+    assert geomean([]) is None and geomean([2.0, 8.0]) == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+
+
+def test_means_by_group_and_failures():
+    rs = [ok("a", 4.0, 2.0, frac=0.9), ok("b", 1.0, 0.5, frac=0.4), failed("c"),
+          ok("d", 9.0, 3.0, dtype="fp32"), TaskResult("e", "fp32", "A", "error", error="x")]
+    bf16, fp32 = summarize(rs)
+    assert (bf16.dtype, bf16.tasks, bf16.correct) == ("bf16", 3, 2)
+    assert bf16.eager_correct == pytest.approx(2.0)  # sqrt(4 * 1): fp32 never mixed in
+    assert bf16.eager_fail1 == pytest.approx(4 ** (1 / 3))  # (4 * 1 * 1.0) ** (1/3)
+    assert bf16.compile_correct == pytest.approx(1.0)
+    assert bf16.compile_fail1 == pytest.approx(1.0)  # (2 * 0.5 * 1.0) ** (1/3)
+    assert bf16.fast_1 == pytest.approx(1 / 3) and bf16.fast_1_2 == pytest.approx(1 / 3)
+    assert bf16.roofline_correct == pytest.approx(math.sqrt(0.9 * 0.4))
+    assert (fp32.tasks, fp32.correct) == (2, 1)
+    assert (fp32.eager_correct, fp32.eager_fail1) == (pytest.approx(9.0), pytest.approx(3.0))
+    assert fp32.fast_1 == 0.5
+
+
+def test_task_without_a_compile_baseline():
+    (g,) = summarize([ok("a", 2.0, None), ok("b", 2.0, 4.0), failed("c")])
+    assert g.compile_correct == pytest.approx(4.0) and g.compile_tasks == 2  # a: no torch.compile timing
+    assert g.compile_fail1 == pytest.approx(2.0)  # (4 * 1.0) ** (1/2)
+
+
+def test_sanity_flags():
+    r = TaskResult("t", "bf16", "A", "ok", speedup_eager=12.0, speedup_compile=2.5,
+                   frac_kernel=1.05, frac_compile=0.9)
+    flags = " | ".join(sanity_flags(r, eval_flags=("timing_disagreement",), suspicious=2))
+    for text in ("kernel at 105% of the bound", "12.0x vs eager", "2.50x vs torch.compile",
+                 "timing_disagreement", "2 candidate(s) judged suspicious"):
+        assert text in flags
+    assert sanity_flags(ok("fine", 3.0, 1.5, frac=0.9)) == ()
+
+
+def test_ceilings_from_samples():
+    m = ceilings_from_samples(copy_samples_us=[500.0, 510.0, 490.0], copy_bytes=2**31,
+                              gemm_samples_us=[1500.0] * 3, gemm_n=8192)
+    assert m.copy_gbs == pytest.approx(2 * 2**31 / 500e-6 / 1e9)
+    assert m.gemm_tflops == pytest.approx(2 * 8192**3 / 1500e-6 / 1e12)
+    assert m.ceilings().bandwidth_gbs == m.copy_gbs
+    assert type(m).from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    with pytest.raises(ValueError):
+        ceilings_from_samples(copy_samples_us=[], copy_bytes=1, gemm_samples_us=[1.0], gemm_n=1)
+
+
+# -- from the store ------------------------------------------------------------------------
+def test_collect_from_a_fake_search(fake_run):
+    s = SqliteStorage(fake_run.db)
+    run = s.get_run(fake_run.name)
+    best = s.get_best_node(run.id)
+    ev = s.get_evaluation(best.id)
+    order = [r.node_id for r in s.get_results(run.id)]
+    r = collect_task_result(s, run, SuiteTask("toy_bf16", "bf16", "A"), H200_MEASURED)
+    s.close()
+    assert r.status == "ok" and r.correct and r.best_node == best.id and r.run == "r1"
+    assert r.speedup_eager == ev.speedup_eager and r.best_us == ev.time_us
+    assert r.ci_eager[0] < r.speedup_eager < r.ci_eager[1]
+    assert r.evals_to_best == order.index(best.id) + 1 and r.evaluations == len(order)
+    assert 0 < r.gpu_min_to_best <= r.gpu_min_total and r.llm_usd == pytest.approx(0.0123)
+    assert r.frac_kernel is None and r.compile_us is None  # the fake has no roofline, no compile
+
+
+def test_markdown_and_json(tmp_path):
+    ceil = ceilings_from_samples(copy_samples_us=[500.0], copy_bytes=2**31,
+                                 gemm_samples_us=[1500.0], gemm_n=8192, gpu="H200",
+                                 clocks={"sm_mhz": 1980})
+    tasks = (ok("softmax_bf16", 3.1, 2.3, frac=0.93), failed("rmsnorm_bf16"),
+             TaskResult("layernorm_bf16", "bf16", "A", "error", error="no seed candidate"),
+             TaskResult("x_bf16", "bf16", "A", "ok", speedup_eager=11.0, frac_kernel=1.2,
+                        flags=("kernel at 120% of the bound",)))
+    rep = BenchReport("tierA", "Tier A", "2026-01-01 00:00", "cutegen bench tierA",
+                      {"gpu": "H200", "torch": "2.11", "cutegen": "0.1.0"}, ceil, "", 40, False,
+                      tasks)
+    md = render_markdown(rep)
+    for text in ("# cutegen benchmark: tierA", "`cutegen bench tierA`", "Machine**: H200",
+                 "copy bandwidth 8.59 TB/s", "8192³ 733 TFLOP/s", "clocks: sm_mhz 1980",
+                 "| softmax_bf16 | bf16 | 10.0 µs |", "no correct kernel", "not run",
+                 "failures as 1.0×", "over correct", "fp32 and bf16 never share a mean",
+                 "**x_bf16**: kernel at 120% of the bound", "**layernorm_bf16**: no seed",
+                 "## Reading", "_To be written by a person"):
+        assert text in md, text
+    js = to_json(rep)
+    assert js["schema"] == 1 and len(js["tasks"]) == 4 and js["summary"][0]["tasks"] == 4
+    assert js["ceilings"]["gemm_n"] == 8192
+    paths = write_outputs(rep, tmp_path / "out")
+    assert [p.name for p in paths] == ["BENCHMARKS.md", "bench.json"]
+    assert json.loads(paths[1].read_text()) == json.loads(json.dumps(js))
+    none = render_markdown(BenchReport("s", "", "d", "c", {}, None, "--compile-only: nothing "
+                                       "is timed", 3, True, (failed("a"),)))
+    assert "not measured (--compile-only" in none and "TB/s" not in none
+
+
+# -- the command -------------------------------------------------------------------------
+TASK_SRC = "class Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+
+
+@pytest.fixture
+def tiny_suite(tmp_path, make_run):
+    fr = make_run(tmp_path / "seedsrc", evals=1, extras=False)  # for its seed file
+    for name in ("toy_bf16", "toy_fp32"):
+        (tmp_path / f"{name}.py").write_text(TASK_SRC)
+    (tmp_path / "suite.toml").write_text(
+        'name = "tiny"\nmax_evals = 6\n'
+        f'[[tasks]]\ntask = "toy_bf16.py"\nseed_candidates = ["{fr.seed_path}"]\n'
+        f'[[tasks]]\ntask = "toy_fp32.py"\nseed_candidates = ["{fr.seed_path}"]\n'
+        '[[tasks]]\ntask = "toy_fp32.py"\ntier = "noseed"\n')
+    return tmp_path / "suite.toml"
+
+
+def _cli():
+    from cutegen.cli import _attach_commands, cli
+
+    _attach_commands()
+    return cli
+
+
+def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
+    monkeypatch.setattr(cli_search, "_make_evaluator",
+                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    db, out = tmp_path / "b.db", tmp_path / "out"
+    r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db), "--out",
+                                    str(out), "--no-ceilings", "--run-prefix", "b1"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "| toy_bf16 | bf16 |" in r.stdout and "failures as 1.0×" in r.stdout
+    assert "run b1-toy_bf16" in r.stderr
+    js = json.loads((out / "bench.json").read_text())
+    by = {(t["task"], t["tier"]): t for t in js["tasks"]}
+    assert by[("toy_bf16", "tiny")]["status"] == "ok"
+    assert by[("toy_bf16", "tiny")]["evaluations"] == 6
+    assert by[("toy_fp32", "noseed")]["status"] == "error"
+    assert "no seed candidate" in by[("toy_fp32", "noseed")]["error"]
+    assert js["ceilings"] is None and "--no-ceilings" in js["ceilings_note"]
+    assert {(g["tier"], g["dtype"]) for g in js["summary"]} == {
+        ("tiny", "bf16"), ("tiny", "fp32"), ("noseed", "fp32")}
+    assert (out / "reports" / "b1-toy_bf16.html").is_file()
+    md = (out / "BENCHMARKS.md").read_text()
+    assert "cutegen bench" in md and "--run-prefix b1" in md and "`b1-toy_bf16`" in md
+    s = SqliteStorage(db)
+    assert {x.name for x in s.list_runs()} == {"b1-toy_bf16", "b1-toy_fp32"}
+    assert "b1-toy_fp32-2" not in md  # the task without a seed never made a run
+    s.close()
+    again = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db),
+                                        "--no-ceilings", "--run-prefix", "b1"])
+    assert "choose another --run-prefix" in str(again.exception)
+
+
+def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli_eval, "gpu_available", lambda: False)
+    r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(tmp_path / "b.db")])
+    assert isinstance(r.exception, GPURequiredError)
+    assert "needs an NVIDIA GPU" in str(r.exception) and "--compile-only" in str(r.exception)
+    r = CliRunner().invoke(_cli(), ["bench", "--db", str(tmp_path / "b.db")])
+    assert isinstance(r.exception, ConfigError) and "tierA" in str(r.exception)
+
+
+@pytest.mark.slow
+def test_bench_compile_only_with_the_real_evaluator(tmp_path, monkeypatch):
+    """CI's smoke run: a one-task suite, compile-only, through the real worker processes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "codegen_fixtures", DATA.parent / "codegen_tests" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    (tmp_path / "seed.py").write_text(mod.render())
+    (tmp_path / "suite.toml").write_text(
+        f'name = "ci"\nmax_evals = 2\n[[tasks]]\ntask = "{DATA / "tasks" / "scale_shift.py"}"'
+        '\nseed_candidates = ["seed.py"]\n')
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "suite.toml"), "--compile-only",
+                                    "--db", str(tmp_path / "b.db"), "--out", str(out)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    (task,) = json.loads((out / "bench.json").read_text())["tasks"]
+    assert task["task"] == "scale_shift" and task["status"] == "compiled"
+    assert task["verdicts"].get("compiled", 0) >= 1
+    assert "compiled only" in r.stdout and "not measured (--compile-only" in (
+        out / "BENCHMARKS.md").read_text()
+
+
+def test_roofline_fraction_uses_the_measured_ceilings(tmp_path):
+    from cutegen.codegen.bench import bound_us
+
+    c = Ceilings(4000.0, 800.0, 0, "test")
+    assert bound_us(4 * 10**9, 0, c) == pytest.approx(1000.0)
+    assert bound_us(0, 2 * 8192**3, c) == pytest.approx(2 * 8192**3 / 800e12 * 1e6)
+
+
+@pytest.mark.gpu
+def test_measure_ceilings_on_the_gpu():
+    from cutegen.codegen._ceilings import measure_ceilings
+
+    m = measure_ceilings(runs=30)
+    assert 100 < m.copy_gbs < 20_000 and 10 < m.gemm_tflops < 5_000
+    assert m.copy_bytes >= 2**30 and m.gemm_n == 8192 and m.gpu
