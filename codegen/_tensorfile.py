@@ -20,6 +20,16 @@ _DTYPES = {
 }
 
 
+def flatten_outputs(out: Any) -> list[Any]:
+    """A forward's result as a flat list (nested tuples and lists unrolled in order)."""
+    if isinstance(out, (list, tuple)):
+        items: list[Any] = []
+        for o in out:
+            items.extend(flatten_outputs(o))
+        return items
+    return [out]
+
+
 def dtype_name(dt: Any) -> str:
     return str(dt).removeprefix("torch.")
 

@@ -35,18 +35,7 @@ def _bind_originals() -> dict[str, Any]:
 
 def tampered(originals: dict[str, Any]) -> list[str]:
     """Names of timing functions that were replaced since ``originals`` were bound."""
-    import time
-
-    import torch
-
-    now = {
-        "synchronize": torch.cuda.synchronize,
-        "Event": torch.cuda.Event,
-        "elapsed_time": torch.cuda.Event.elapsed_time,
-        "record": torch.cuda.Event.record,
-        "sleep": torch.cuda._sleep,
-        "perf_counter": time.perf_counter,
-    }
+    now = _bind_originals()
     return [k for k, v in originals.items() if now.get(k) is not v]
 
 

@@ -23,18 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from cutegen.codegen import _tensorfile, _wire
+from cutegen.codegen._tensorfile import flatten_outputs
 from cutegen.codegen.inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
 
 _SIZE_NAMES = ("batch_size",)
 
 
-def _flatten(out: Any) -> list[Any]:
-    if isinstance(out, (list, tuple)):
-        items: list[Any] = []
-        for o in out:
-            items.extend(_flatten(o))
-        return items
-    return [out]
 
 
 class TaskFault(Exception):
@@ -165,7 +159,7 @@ class Reference:
             inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in raw]
             try:
                 with torch.no_grad():
-                    out = _flatten(model(*inputs))
+                    out = flatten_outputs(model(*inputs))
             except Exception as e:
                 raise TaskFault(f"the reference Model raised on its own inputs ({label}): "
                                 f"{type(e).__name__}: {e}") from e
@@ -208,7 +202,7 @@ class Reference:
                           else s.value for s in specs]
                 counter = FlopCounterMode(display=False)
                 with counter, torch.no_grad():
-                    out = _flatten(model(*inputs))
+                    out = flatten_outputs(model(*inputs))
             out_bytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
             return int(counter.get_total_flops()), in_bytes, out_bytes
         except Exception:  # noqa: BLE001 - counting is best effort; bytes still known
@@ -222,18 +216,18 @@ class Reference:
         inputs = generate(specs, seed=seed, distribution=dist, device=self.device)
         model = self.models[idx]
         with torch.no_grad():
-            native = _flatten(model(*inputs))
+            native = flatten_outputs(model(*inputs))
             if idx not in self.models64:
                 self.models64[idx] = copy.deepcopy(model).double()
             in64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                     for x in inputs]
             try:
-                ref64 = _flatten(self.models64[idx](*in64))
+                ref64 = flatten_outputs(self.models64[idx](*in64))
             except Exception:  # noqa: BLE001 - an op without float64 support: use float32
                 m32 = copy.deepcopy(model).float()
                 in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                         for x in inputs]
-                ref64 = _flatten(m32(*in32))
+                ref64 = flatten_outputs(m32(*in32))
         return ref64, native
 
     def compare(self, idx: int, seed: int, dist: str, path: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cutegen.codegen import _tensorfile, _wire
+from cutegen.codegen._tensorfile import flatten_outputs
 from cutegen.codegen.inputs import ArgSpec, empty_like_specs, generate, refill
 
 _CUDA_ERROR_MARKERS = ("CUDA error", "cudaError", "illegal memory access", "CUDA_ERROR",
@@ -47,13 +48,6 @@ class _Reporter:
         self.send("phase", phase=phase, **kw)
 
 
-def _flatten(out: Any) -> list[Any]:
-    if isinstance(out, (list, tuple)):
-        items: list[Any] = []
-        for o in out:
-            items.extend(_flatten(o))
-        return items
-    return [out]
 
 
 def _limits(fsize_mb: int) -> None:
@@ -149,7 +143,7 @@ class _Job:
             self.rep.set_phase("call", trial=i)
             with torch.no_grad():
                 out = m(*inputs)
-            outs = _flatten(out)
+            outs = flatten_outputs(out)
             # Copy on the current stream *before* synchronising: work left running on a
             # side stream is caught here (RELIABILITY.md C6/C7).
             copies = [o.clone() if type(o) is torch.Tensor else o for o in outs]
@@ -221,7 +215,7 @@ class _Job:
 
         def after(i: int, out: Any) -> None:
             if i in recheck:
-                kept[i] = [o.clone() if isinstance(o, torch.Tensor) else o for o in _flatten(out)]
+                kept[i] = [o.clone() if isinstance(o, torch.Tensor) else o for o in flatten_outputs(out)]
 
         self.rep.set_phase("bench")
         with torch.no_grad():
