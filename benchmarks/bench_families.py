@@ -113,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# kernel families, bundled tasks; B_copy {bw / 1e12:.2f} TB/s"
           f"{' (measured)' if args.calibrate else ' (PERFORMANCE.md)'}; {args.runs} timed calls,"
           f" L2 flushed per call; results in {out}", flush=True)
-    results = [_evaluate(n, args.strategies, args.runs, ceilings, out)
-               for n in TASKS if args.only in n]
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    results = []
+    for n in TASKS:
+        if args.only in n:
+            results.append(_evaluate(n, args.strategies, args.runs, ceilings, out))
+            # written after every task, so a run cut short keeps what it measured
+            (out / "results.json").write_text(json.dumps(results, indent=1))
     header = (f"{'task':22} {'strategy':10} {'us':>9} {'eager us':>9} {'compile':>9} "
               f"{'vs eager':>8} {'vs comp':>8} {'of bw':>6}  other strategies (us)")
     print("\n" + header + "\n" + "-" * len(header))

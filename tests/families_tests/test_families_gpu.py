@@ -13,12 +13,13 @@ the tasks' own large shapes), and every strategy plus the unfused variant of eac
 So one run gives everything needed to fix a bug: every case is its own test (one failure
 stops nothing), its candidate file is kept in ``runs/families_gpu/`` (reproduce with
 ``cutegen eval TASK FILE``), its failure message carries the verdict, the harness's message
-and details and each trial's errors, and ``runs/families_gpu/summary.jsonl`` gets one JSON
+and details and each trial's errors, and ``runs/families_gpu/summary*.jsonl`` (one per xdist worker) gets one JSON
 line per case (verdict, errors, median time, fraction of the roofline, kernels, registers).
 """
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +43,8 @@ def _famdata():
 
 fd = _famdata()
 OUT = fd.ROOT / "runs" / "families_gpu"
+#: One summary file per pytest-xdist worker (``-n N`` runs cases side by side on the GPU).
+SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
 CASES = [(name, fd.variants(name)[0][0], True) for name in sorted(fd.BUNDLED_COVERED)]
@@ -60,7 +63,7 @@ def evaluators():
     from cutegen.codegen.evaluator import LocalEvaluator
 
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "summary.jsonl").write_text("")
+    SUMMARY.write_text("")
     made: dict = {}
 
     def get(name: str):
@@ -85,7 +88,7 @@ def _record(case_id: str, path: Path, ev) -> dict:
                       for tr in ev.trials],
            "median_us": t, "roofline_fraction": frac, "kernels": list(ev.kernels),
            "flags": list(ev.flags), "log_tail": ev.log_tail[-2000:]}
-    with (OUT / "summary.jsonl").open("a") as f:
+    with SUMMARY.open("a") as f:
         f.write(json.dumps(row) + "\n")
     return row
 
