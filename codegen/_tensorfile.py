@@ -47,7 +47,7 @@ def save(path: str | Path, items: list[Any]) -> None:
             if name not in _DTYPES:
                 raise TypeError(f"unsupported output dtype {x.dtype}")
             t = x.detach().to("cpu").contiguous()
-            raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
             header.append({"kind": "tensor", "dtype": name, "shape": list(t.shape),
                            "offset": offset, "nbytes": len(raw)})
             blobs.append(raw)

@@ -266,6 +266,16 @@ def test_tensorfile_round_trip(tmp_path, dtype):
     assert torch.equal(y[0], x) and y[1] == 3.5 and y[2].shape == (0, 5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_tensorfile_round_trips_zero_dim_tensors(tmp_path, dtype):
+    # a scalar loss (cross-entropy with reduction="mean") is a 0-d tensor; viewing it as bytes
+    # without flattening raised "self.dim() cannot be 0" in the worker (found on the H200)
+    x = torch.tensor(2.5).to(dtype)
+    _tensorfile.save(tmp_path / "t.bin", [x])
+    (y,) = _tensorfile.load(tmp_path / "t.bin")
+    assert y.shape == () and y.dtype == dtype and torch.equal(y, x)
+
+
 def test_tensorfile_rejects_truncation(tmp_path):
     _tensorfile.save(tmp_path / "t.bin", [torch.randn(100)])
     data = (tmp_path / "t.bin").read_bytes()

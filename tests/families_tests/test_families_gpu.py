@@ -68,6 +68,11 @@ def evaluators():
 
     def get(name: str):
         if name not in made:
+            # one task's workers at a time: a reference worker keeps its task's tensors on
+            # the GPU, and side by side (pytest -n) they added up to an out-of-memory GPU
+            for ev in made.values():
+                ev.close()
+            made.clear()
             task = load_task_file(fd.task_path(name), name=name)
             made[name] = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
                                         run_dir=OUT / "run")
