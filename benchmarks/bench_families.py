@@ -1,6 +1,6 @@
 """Benchmark the built-in kernel families on the bundled memory-bound tasks (needs a GPU).
 
-    python benchmarks/bench_families.py [--strategies all|default] [--only softmax]
+    python benchmarks/bench_families.py [--strategies all|default] [--only softmax,layernorm]
                                         [--runs 100] [--calibrate] [--out runs/bench_families]
 
 For each bundled task a family covers (softmax, log-softmax, layer-norm, RMSNorm,
@@ -96,7 +96,8 @@ def _line(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--strategies", choices=("all", "default"), default="all")
-    ap.add_argument("--only", default="", help="substring of the task names to run")
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings of the task names to run")
     ap.add_argument("--runs", type=int, default=100, help="timed calls per candidate (>= 30)")
     ap.add_argument("--calibrate", action="store_true",
                     help="measure the copy bandwidth first (torch.clone of 1 GB)")
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
           f" L2 flushed per call; results in {out}", flush=True)
     results = []
     for n in TASKS:
-        if args.only in n:
+        if any(part in n for part in args.only.split(",")):
             results.append(_evaluate(n, args.strategies, args.runs, ceilings, out))
             # written after every task, so a run cut short keeps what it measured
             (out / "results.json").write_text(json.dumps(results, indent=1))

@@ -24,6 +24,7 @@ CUTEGEN_LAUNCH_REPEAT=5 CUTEGEN_LAUNCH_WARMUP=1 CUTEGEN_LAUNCH_TORCH_PROFILE="$r
   $py $launcher > "$rec/torch_launch.log" 2>&1
 CUTEGEN_LAUNCH_REPEAT=20000 CUTEGEN_LAUNCH_WARMUP=5 CUTEGEN_LAUNCH_ENERGY=1 \
   $py $launcher > "$rec/energy_launch.log" 2>&1
+if [ -z "${SKIP_NSYS:-}" ]; then  # SKIP_NSYS=1: nsys's raw capture can fill the disk
 NSYS=$(command -v nsys || echo /opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys)
 tmp=$(mktemp -d)
 CUTEGEN_LAUNCH_REPEAT=5 CUTEGEN_LAUNCH_WARMUP=1 timeout 300 "$NSYS" profile --trace=cuda --sample=none \
@@ -34,6 +35,7 @@ if [ -f "$tmp/nsys_add.nsys-rep" ]; then
     --output="$rec/nsys_add" "$tmp/nsys_add.nsys-rep" >> "$rec/nsys_profile.log" 2>&1
 fi
 rm -rf "$tmp"
+fi
 compute-sanitizer --tool memcheck $py $launcher --n 1048576 > "$rec/sanitizer_memcheck.log" 2>&1
 compute-sanitizer --tool racecheck $py $launcher --n 1048576 > "$rec/sanitizer_racecheck.log" 2>&1
 ls -la "$rec"
