@@ -266,6 +266,18 @@ def test_tensorfile_round_trip(tmp_path, dtype):
     assert torch.equal(y[0], x) and y[1] == 3.5 and y[2].shape == (0, 5)
 
 
+def test_overflow_of_the_output_dtype_is_an_expected_inf():
+    # found on the H200: cumprod(1 + 0.01 x) over 30001 columns exceeds the fp32 range, the
+    # float64 reference stays finite, and an fp32 kernel's +Inf there was called wrong
+    ref64 = torch.tensor([1.0, 2.0, 1e39, -1e40], dtype=torch.float64)
+    native = ref64.float()  # [1, 2, inf, -inf]
+    assert compare([native.clone()], [ref64], [native]).passed
+    finite = torch.tensor([1.0, 2.0, 3e38, -3e38])
+    assert "Inf mismatch" in compare([finite], [ref64], [native]).reason
+    early = torch.tensor([1.0, float("inf"), float("inf"), -float("inf")])
+    assert "+Inf mismatch" in compare([early], [ref64], [native]).reason
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
 def test_tensorfile_round_trips_zero_dim_tensors(tmp_path, dtype):
     # a scalar loss (cross-entropy with reduction="mean") is a 0-d tensor; viewing it as bytes
