@@ -164,13 +164,18 @@ def node_detail(storage: Any, node: Any) -> dict[str, Any]:
                         "speedup": e.speedup_eager if e else None})
     lessons = [lr.text for lr in storage.get_lessons(run_id=node.run_id)
                if lr.node_id == node.id]
+    profiles = storage.get_profiles(node.id)
     return {"node": node.id, "parent": node.parent_id, "depth": node.depth,
             "state": node.state.label, "attempts": node.attempts, "origin": node.origin,
             "move": {"kind": node.move.kind, "description": node.move.description,
                      "cost": node.move.cost, "params": dict(node.move.params)},
             "source_sha256": node.source_sha256, "source_path": node.source_path,
             "lineage": lineage, "evaluation": ev.to_dict() if ev else None,
-            "guidance": [g for p in storage.get_profiles(node.id) for g in p.guidance],
+            "guidance": [g for p in profiles for g in p.guidance],
+            "profiles": [{"profiler": p.profiler, "status": p.status,
+                          "seconds": round(p.seconds, 2), "artifact": p.artifact_path,
+                          "findings": [dict(f) for f in p.findings],
+                          "guidance": list(p.guidance)} for p in profiles],
             "lessons": lessons, "source": storage.get_source(node.id)}
 
 
@@ -188,6 +193,15 @@ def print_node(d: dict[str, Any]) -> None:
             click.echo(f"  {line}")
     for g in d["guidance"]:
         click.echo(f"guidance: {g}")
+    if d.get("profiles"):
+        total = sum(p["seconds"] for p in d["profiles"])
+        click.echo(f"profiles ({len(d['profiles'])}, {total:.1f} s of profiler time):")
+        for p in d["profiles"]:
+            click.echo(f"  {p['profiler']}: {p['status']} in {p['seconds']:.1f} s"
+                       + (f", {p['artifact']}" if p["artifact"] else ""))
+            for f in p["findings"]:
+                summary = f" ({f['summary']})" if f.get("summary") else ""
+                click.echo(f"    {f.get('key')} = {f.get('value')}{summary}")
     for lesson in d["lessons"]:
         click.echo(f"lesson: {lesson}")
     click.echo(f"source ({d['source_path']}):")

@@ -232,6 +232,34 @@ def test_status_and_show(cli, made, env):
     assert r.exit_code == 0 and "lineage: [1] seed seed.py" in r.stdout and "TUNABLES" in r.stdout
 
 
+def test_show_lists_each_profilers_report(cli, made, env):
+    # issue 7's view of one node: the profilers that ran, their time, findings and guidance
+    from cutegen.search.storage import ProfileRecord, SqliteStorage
+
+    assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
+                        "--max-evals", "1", "--run", "r1"]).exit_code == 0
+    s = SqliteStorage(env["db"])
+    try:
+        s.record_profile(ProfileRecord(
+            node_id=1, profiler="ncu", status="ok", seconds=12.5,
+            guidance=("DRAM at 83% of peak: only moving fewer bytes makes it faster",),
+            findings=({"key": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                       "value": 83.1, "summary": ""},
+                      {"key": "hint.memory_bound", "value": "dram",
+                       "summary": "DRAM at 83% of peak"})))
+    finally:
+        s.close()
+    r = invoke(cli, ["show", "r1", "1", "--db", env["db"]])
+    assert r.exit_code == 0
+    assert "s of profiler time):" in r.stdout  # the fake evaluator's hook records one too
+    assert "ncu: ok in 12.5 s" in r.stdout
+    assert "dram__throughput.avg.pct_of_peak_sustained_elapsed = 83.1" in r.stdout
+    assert "hint.memory_bound = dram (DRAM at 83% of peak)" in r.stdout
+    d = json.loads(invoke(cli, ["show", "r1", "1", "--db", env["db"], "--json"]).stdout)
+    ncu = [p for p in d["profiles"] if p["profiler"] == "ncu"]
+    assert ncu and ncu[0]["seconds"] == 12.5 and ncu[0]["findings"][1]["value"] == "dram"
+
+
 def test_status_and_show_errors(cli, made, env, tmp_path):
     r = invoke(cli, ["status", "--db", str(tmp_path / "none.db")])
     assert isinstance(r.exception, StorageError) and "no store" in str(r.exception)
