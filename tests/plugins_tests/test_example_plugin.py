@@ -64,3 +64,35 @@ def test_example_finds_no_error_in_the_vectorized_add(sanitizer, tmp_path):
     r = sanitizer.SanitizerProfiler().profile(target, timeout_s=600)
     assert r.status is Status.OK, r.error
     assert r.get("sanitizer.memcheck.errors") == 0 and r.get("sanitizer.racecheck.errors") == 0
+
+
+@pytest.mark.slow
+def test_example_installs_with_pip_and_cutegen_lists_it(tmp_path):
+    # what a plugin user does: pip-install the package, then `cutegen plugins` finds it
+    # through its entry point (no import of the example by path)
+    import json
+    import os
+    import subprocess
+
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                          "--target", str(target), str(EXAMPLE)],
+                         capture_output=True, text=True, timeout=600)
+    if pip.returncode != 0 and "setuptools" in pip.stderr:
+        pytest.skip(f"cannot build the example here: {pip.stderr[-300:]}")
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    assert list(target.glob("cutegen_sanitizer-*.dist-info"))
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-m", "cutegen", "plugins", "--json"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {p["name"]: p for p in json.loads(out.stdout)}
+    assert rows["sanitizer"]["distribution"] == "cutegen-sanitizer"
+    assert [p["name"] for p in rows["sanitizer"]["profilers"]] == ["sanitizer"]
+    assert "register_profilers" in rows["sanitizer"]["hooks"]
+    # and the user can switch it off by environment variable
+    off = subprocess.run([sys.executable, "-m", "cutegen", "plugins", "--json"],
+                         env={**env, "CUTEGEN_DISABLE_PLUGINS": "sanitizer"},
+                         capture_output=True, text=True, timeout=300)
+    rows = {p["name"]: p for p in json.loads(off.stdout)}
+    assert "sanitizer" not in rows or rows["sanitizer"]["blocked"]
