@@ -69,10 +69,12 @@ def _evaluate(name: str, strategies: str, runs: int, ceilings, out: Path) -> dic
                 "eager_us": e.eager.median_us if e.eager else None,
                 "compile_us": e.compiled.median_us if e.compiled else None,
                 "bound_us": e.roofline.bound_us if e.roofline else None,
-                "seconds": round(time.monotonic() - t0, 1),
+                "seconds": round(time.monotonic() - t0, 1), "flags": list(e.flags),
                 "ok": e.verdict == Verdict.CORRECT})
+            shared = "  [GPU SHARED: time not trustworthy]" if "review:gpu_shared" in e.flags else ""
             print(f"  {name} {rows[-1]['strategy']:10} {e.verdict.value:10} "
-                  f"{rows[-1]['us'] or float('nan'):9.1f} us  {e.message[:90]}", flush=True)
+                  f"{rows[-1]['us'] or float('nan'):9.1f} us  {e.message[:90]}{shared}",
+                  flush=True)
     good = [r for r in rows if r["ok"] and r["us"]]
     best = min(good, key=lambda r: r["us"]) if good else None
     return {"task": name, "candidates": rows, "best": best}

@@ -7,6 +7,7 @@ watchdog, forwarding outputs to the trusted verifier, the go/no-go before the be
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import time
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cutegen.codegen._proc import Child
+from cutegen.codegen._proc import Child, marked_pids
 from cutegen.codegen._verdict import RunFacts, decide
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.compile_cache import CompileEntry
@@ -245,6 +246,49 @@ def _gpu_released(pids: set[int], timeout: float = 15.0) -> bool:
             pass
 
 
+def foreign_pids(device_pids: dict[int, set[int]], worker: set[int],
+                 own: set[int]) -> set[int] | None:
+    """Processes other than ours holding a context on the GPU the candidate worker used.
+
+    ``device_pids`` maps each NVML device to the pids with a compute context on it; the
+    worker's device is the one listing a worker pid. ``None`` when no device lists one (no
+    NVML, or pids from another namespace): then nothing can be said.
+    """
+    for pids in device_pids.values():
+        if pids & worker:
+            return pids - worker - own
+    return None
+
+
+def _device_pids() -> dict[int, set[int]]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: nothing to check
+        return {}
+    try:
+        return {d: {int(p.pid) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(
+                    pynvml.nvmlDeviceGetHandleByIndex(d))}
+                for d in range(pynvml.nvmlDeviceGetCount())}
+    except Exception:  # noqa: BLE001
+        return {}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _sharers(ev: LocalEvaluator, w: Child) -> set[int] | None:
+    """Foreign processes on the timed GPU right after the benchmark (see foreign_pids)."""
+    own = {os.getpid()}
+    for c in (ev._ref, ev._spare):
+        if c is not None:
+            own |= marked_pids(c.token) | {c.proc.pid}
+    return foreign_pids(_device_pids(), marked_pids(w.token) | {w.proc.pid}, own)
+
+
 def _finish_worker(ev: LocalEvaluator, w: Child, loop: _Loop) -> str:
     killed = w.kill()
     if (loop.facts.timeout_phase or loop.facts.killed_reason) and ev.mode == "gpu":
@@ -274,8 +318,11 @@ def run_candidate(ev: LocalEvaluator, cand: CandidateSource, info: dict[str, Any
     loop = _Loop(RunFacts(compile_only=compile_only, determinism_label=det, sol_us=sol),
                  trial_of=labels)
     loop.seconds["worker_start"] = time.monotonic() - t_wait
+    sharers: set[int] | None = None
     try:
         _drive(ev, w, job, loop)
+        if not compile_only and loop.facts.samples:
+            sharers = _sharers(ev, w)
     finally:
         log_tail = _finish_worker(ev, w, loop)
     f = loop.facts
@@ -310,6 +357,10 @@ def run_candidate(ev: LocalEvaluator, cand: CandidateSource, info: dict[str, Any
         flags.append("review:speedup>10x_eager")
     if timing and rl.fraction(timing.median_us) > 1.0:
         flags.append("review:above_roofline")
+    if timing and sharers:
+        flags.append("review:gpu_shared")
+        details.append(f"{len(sharers)} other process(es) (pids {sorted(sharers)[:5]}) held a "
+                       "context on this GPU when the timing ended: the times may be too slow")
     shutil.rmtree(wdir, ignore_errors=True)
     loop.seconds["static"] = 0.0
     return Evaluation(

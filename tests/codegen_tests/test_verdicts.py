@@ -305,3 +305,16 @@ def test_timing_summary_and_evaluation_round_trip():
                    roofline=roofline(bytes_moved=10**9, flops=0), flags=("host_bound",))
     back = Evaluation.from_dict(e.to_dict())
     assert back == e and back.speedup_eager == 2.0
+
+
+def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():
+    # found on the H200: processes left behind by an earlier command shared the GPU with a
+    # benchmark and slowed it silently; now such an Evaluation carries review:gpu_shared
+    from cutegen.codegen._evalrun import foreign_pids
+
+    devices = {0: {10, 11, 99}, 1: {12, 13}}
+    assert foreign_pids(devices, worker={10}, own={11}) == {99}
+    assert foreign_pids(devices, worker={12}, own={11}) == {13}  # other devices never count
+    assert foreign_pids(devices, worker={10}, own={11, 99}) == set()
+    assert foreign_pids(devices, worker={77}, own=set()) is None  # cannot tell: no flag
+    assert foreign_pids({}, worker={10}, own=set()) is None
