@@ -332,13 +332,16 @@ class LocalEvaluator:
         written under ``workdir``, which outlives this evaluator."""
         import json
 
-        from cutegen.profilers import ProfileTarget, artifact_paths
+        from cutegen.profilers import ProfileTarget, artifact_lists, artifact_paths
 
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         cubin = sass = ptx = None
+        cubins: tuple[Path, ...] = ()
+        sasses: tuple[Path, ...] = ()
         if evaluation is not None:
             cubin, sass, ptx = artifact_paths(evaluation.artifacts, self.run_dir)
+            cubins, sasses = artifact_lists(evaluation.artifacts, self.run_dir)
         argv: tuple[str, ...] = ()
         if self.mode == "gpu":
             info = self._reference()
@@ -356,6 +359,7 @@ class LocalEvaluator:
         env["HOME"] = env["TMPDIR"] = str(workdir)
         return ProfileTarget(candidate_id=candidate.sha256, workdir=workdir, launch_argv=argv,
                              env=env, cubin_path=cubin, sass_path=sass, ptx_path=ptx,
+                             cubin_paths=cubins, sass_paths=sasses,
                              evaluation=evaluation)
 
     # -- helpers used by _evalrun ---------------------------------------------------------

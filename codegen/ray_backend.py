@@ -214,7 +214,8 @@ class ActorEvaluator:
         if self.host != socket.gethostname():  # nothing of it can run or be read here
             Path(workdir).mkdir(parents=True, exist_ok=True)
             target = dataclasses.replace(target, launch_argv=(), env={}, cubin_path=None,
-                                         sass_path=None, ptx_path=None)
+                                         sass_path=None, ptx_path=None, cubin_paths=(),
+                                         sass_paths=())
         return target
 
     def abort(self) -> None:

@@ -25,6 +25,7 @@ from cutegen.profilers._base import (
     ProfileReport,
     ProfileTarget,
     Status,
+    artifact_lists,
     artifact_paths,
 )
 from cutegen.profilers._run import ToolRun, find_tool, gpu_visible, run_tool
@@ -50,6 +51,7 @@ __all__ = [
     "Profiler",
     "Status",
     "ToolRun",
+    "artifact_lists",
     "artifact_paths",
     "classify",
     "find_tool",

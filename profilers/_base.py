@@ -136,7 +136,11 @@ class ProfileTarget:
             :mod:`cutegen.profilers.protocol`. Empty when the candidate cannot be run here.
         env: the complete environment for processes the profiler starts (as the
             evaluator builds it for its workers); empty means inherit this process's.
-        cubin_path / sass_path / ptx_path: compiled artifacts, any may be ``None``.
+        cubin_path / sass_path / ptx_path: compiled artifacts, any may be ``None`` (the first
+            of each kind when the candidate compiled several ``@cute.jit`` functions).
+        cubin_paths / sass_paths: every compiled function's cubin / SASS (a candidate may
+            launch several kernels: a row kernel and a small reduction, say); empty means
+            only ``cubin_path`` / ``sass_path``.
         workdir: a folder this profiler may write into (created by the caller).
         evaluation: the node's Evaluation, when it has one.
         bottleneck: the stage-1 class, filled in by :func:`cutegen.profilers.run_stage2`.
@@ -151,6 +155,8 @@ class ProfileTarget:
     cubin_path: Path | None = None
     sass_path: Path | None = None
     ptx_path: Path | None = None
+    cubin_paths: tuple[Path, ...] = ()
+    sass_paths: tuple[Path, ...] = ()
     evaluation: Evaluation | None = None
     bottleneck: Bottleneck | None = None
     kernel_regex: str = "kernel_cutlass"
@@ -279,3 +285,13 @@ def artifact_paths(
         return None
 
     return pick(".cubin"), pick(".sass"), pick(".ptx")
+
+
+def artifact_lists(artifacts: Mapping[str, str],
+                   run_dir: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """Every cubin and every SASS file of an Evaluation's ``artifacts``, in name order."""
+    def every(suffix: str) -> tuple[Path, ...]:
+        return tuple(run_dir / artifacts[n] for n in sorted(artifacts)
+                     if n.endswith(suffix) or str(artifacts[n]).endswith(suffix))
+
+    return every(".cubin"), every(".sass")

@@ -21,7 +21,13 @@ from cutegen.profilers._base import Bottleneck, Finding, ProfileReport, ProfileT
 from cutegen.profilers._cubin import CubinFormatError, KernelResources, parse_cubin
 from cutegen.profilers._occupancy import estimate_occupancy
 from cutegen.profilers._run import find_tool, run_tool
-from cutegen.profilers._sass_text import SassSummary, parse_sass, summarize
+from cutegen.profilers._sass_text import (
+    SassKernel,
+    SassSummary,
+    access_bits,
+    parse_sass,
+    summarize,
+)
 
 #: Occupancy below this becomes a hint.
 LOW_OCCUPANCY = 0.25
@@ -44,43 +50,51 @@ class SassProfiler:
     def profile(self, target: ProfileTarget, *, timeout_s: float) -> ProfileReport:
         t0 = time.monotonic()
         notes: list[str] = []
-        text, artifact = None, None
-        if target.sass_path is not None and target.sass_path.is_file():
-            text, artifact = _read_text(target.sass_path), target.sass_path
-        elif target.cubin_path is not None and target.cubin_path.is_file():
+        texts: list[str] = []
+        artifact: Path | None = None
+        sass_files = [p for p in (target.sass_paths or (target.sass_path,))
+                      if p is not None and p.is_file()]
+        cubins = [p for p in (target.cubin_paths or (target.cubin_path,))
+                  if p is not None and p.is_file()]
+        if sass_files:
+            texts = [_read_text(p) for p in sass_files]
+            artifact = sass_files[0]
+        elif cubins:
             tool = self._nvdisasm or find_nvdisasm(target.search_path)
             if tool is None:
                 notes.append("no SASS given and nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
-            else:
-                run = run_tool([tool, "-c", str(target.cubin_path)], timeout_s=timeout_s,
+            for cubin in cubins if tool is not None else ():
+                left = timeout_s - (time.monotonic() - t0)
+                run = run_tool([tool, "-c", str(cubin)], timeout_s=max(1.0, left),
                                env=target.child_env())
                 if run.timed_out:
                     return ProfileReport(self.name, Status.TIMEOUT, error=run.describe(),
                                          seconds=time.monotonic() - t0)
                 if run.ok and run.stdout.strip():
-                    text = run.stdout
-                    artifact = target.workdir / (target.cubin_path.stem + ".sass")
-                    artifact.write_text(text)
+                    texts.append(run.stdout)
+                    out = target.workdir / (cubin.stem + ".sass")
+                    out.write_text(run.stdout)
+                    artifact = artifact or out
                 else:
                     notes.append(run.describe())
 
         resources: tuple[KernelResources, ...] = ()
-        if target.cubin_path is not None and target.cubin_path.is_file():
+        for cubin in cubins:
             try:
-                resources = parse_cubin(target.cubin_path.read_bytes())
+                resources += parse_cubin(cubin.read_bytes())
             except (CubinFormatError, OSError) as e:
                 notes.append(f"cubin unreadable: {e}")
 
-        if text is None and not resources:
+        if not texts and not resources:
             status = Status.FAILED if notes else Status.UNAVAILABLE
             return ProfileReport(self.name, status,
                                  error="; ".join(notes) or "no SASS and no cubin for this candidate",
                                  seconds=time.monotonic() - t0)
-        kernels = parse_sass(text) if text else ()
-        if text is not None and not kernels:
+        kernels = tuple(k for text in texts for k in parse_sass(text))
+        if texts and not kernels:
             notes.append("the SASS listing holds no instructions")
         summary = summarize(kernels) if kernels else None
-        findings = sass_findings(summary, resources, target)
+        findings = sass_findings(summary, resources, target, kernels=kernels)
         (target.workdir / "sass.json").write_text(json.dumps({
             "kernels": [{"name": k.name, "instructions": k.n_instructions,
                          "max_register": k.max_register, "opcodes": dict(k.opcodes)}
@@ -91,10 +105,30 @@ class SassProfiler:
                              error="; ".join(notes) or None, seconds=time.monotonic() - t0)
 
 
+def global_bytes(kernel: SassKernel) -> tuple[int, int]:
+    """(bytes moved per pass by narrow (< 128-bit) global loads/stores, by all of them), counting
+    each static LDG/STG once at its width: a proxy for where a kernel's traffic goes (its bulk
+    accesses are unrolled many times; per-row scalars appear once or twice)."""
+    narrow = total = 0
+    for op, n in kernel.opcodes.items():
+        if op.split(".", 1)[0] in ("LDG", "STG"):
+            b = access_bits(op) // 8 * n
+            total += b
+            narrow += b if access_bits(op) < 128 else 0
+    return narrow, total
+
+
+#: A kernel whose narrow global accesses move at least this share of its bytes gets the
+#: vector-width hint.
+NARROW_SHARE = 0.25
+
+
 def sass_findings(
     summary: SassSummary | None,
     resources: tuple[KernelResources, ...],
     target: ProfileTarget | None = None,
+    *,
+    kernels: tuple[SassKernel, ...] = (),
 ) -> tuple[Finding, ...]:
     """Findings (facts, then hints) from an instruction mix and cubin resources (pure).
 
@@ -102,6 +136,10 @@ def sass_findings(
         summary: the instruction mix of all kernels, if SASS was available.
         resources: per-kernel resources from the cubin, if it was available.
         target: gives the task's roofline kind and declared precision, when known.
+        kernels: the kernels ``summary`` spans. The vector-width hint looks at the one that
+            moves the most global bytes (the bulk of the traffic) and fires only when narrow
+            accesses carry at least :data:`NARROW_SHARE` of them, so a 128-bit row kernel
+            that also reads one index per row, or a tiny second kernel, draws no hint.
 
     Returns:
         The findings.
@@ -130,14 +168,21 @@ def sass_findings(
         if s.mma_precisions:
             facts.append(Finding("sass.mma_precision", ",".join(s.mma_precisions),
                                  f"tensor-core MMAs compute in {', '.join(s.mma_precisions)}"))
+        main_k = max(kernels, key=lambda k: global_bytes(k)[1]) if kernels else None
+        ms = summarize((main_k,)) if main_k is not None else s
+        narrow_b, total_b = global_bytes(main_k) if main_k is not None else (1, 1)
         narrow = [(kind, bits) for kind, count, bits in
-                  (("loads", s.ldg_count, s.ldg_min_bits), ("stores", s.stg_count, s.stg_min_bits))
+                  (("loads", ms.ldg_count, ms.ldg_min_bits),
+                   ("stores", ms.stg_count, ms.stg_min_bits))
                   if count and bits < 128]
-        if narrow:
+        if narrow and total_b and narrow_b / total_b >= NARROW_SHARE:
             what = " and ".join(f"{kind} as narrow as {bits}-bit" for kind, bits in narrow)
+            share = (f" ({narrow_b / total_b:.0%} of the main kernel's global bytes)"
+                     if main_k is not None else "")
             tips.append(Finding("hint.vector_width", 128,
-                                f"global {what}: use 128-bit vectorized copies (LDG.E.128/STG.E.128),"
-                                " e.g. a wider copy atom or more contiguous elements per thread"))
+                                f"global {what}{share}: use 128-bit vectorized copies"
+                                " (LDG.E.128/STG.E.128), e.g. a wider copy atom or more"
+                                " contiguous elements per thread"))
         local = s.local_loads + s.local_stores
         if local:
             why = "register spills" if s.spill_annotated else "local memory"

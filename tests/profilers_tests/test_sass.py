@@ -201,6 +201,37 @@ def test_scalar_kernel_gets_a_vector_width_hint():
     assert "128-bit" in hints["hint.vector_width"].summary
 
 
+def test_vector_width_hint_looks_at_the_kernel_carrying_the_traffic():
+    # found on the H200 run: cross-entropy's row kernel reads logits with LDG.E.128 and one
+    # 32-bit target per row, and a small second kernel sums the losses with narrow loads;
+    # the profiler used to read one SASS file and to hint "use 128-bit" on any narrow access
+    from cutegen.profilers._sass_text import SassKernel
+
+    row = SassKernel("row", {"LDG.E.128": 8, "LDG.E": 1, "STG.E": 1, "FADD": 40})
+    loss = SassKernel("loss", {"LDG.E": 5, "LDG.E.64": 5, "STG.E": 1})
+    fs = sass_findings(summarize([row, loss]), (), kernels=(row, loss))
+    assert not [f for f in fs if f.key == "hint.vector_width"]
+    facts = {f.key: f.value for f in fs}
+    assert (facts["sass.ldg_min_bits"], facts["sass.ldg_max_bits"]) == (32, 128)  # facts span all
+    scalar = SassKernel("pw", {"LDG.E": 4, "STG.E": 4})
+    (hint,) = [f for f in sass_findings(summarize([scalar, loss]), (), kernels=(scalar, loss))
+               if f.key == "hint.vector_width"]
+    assert "100% of the main kernel's global bytes" in hint.summary
+    assert "use 128-bit vectorized copies" in hint.summary  # the phrase moves.HINT_RULES match
+
+
+def test_profile_reads_every_kernels_sass(tmp_path):
+    target = ProfileTarget("c", tmp_path, sass_path=DATA / "add_vec4_sm90a.sass",
+                           sass_paths=(DATA / "add_vec4_sm90a.sass", DATA / "add_scalar_sm90a.sass"))
+    rep = SassProfiler().profile(target, timeout_s=30)
+    assert rep.ok
+    import json
+
+    names = [k["name"] for k in json.loads((tmp_path / "sass.json").read_text())["kernels"]]
+    assert len(names) == 2
+    assert rep.get("sass.ldg_min_bits") == 32 and rep.get("sass.ldg_max_bits") == 128
+
+
 def test_vectorized_kernel_gets_no_hint():
     fs = sass_findings(summarize(parse_sass(sass("add_vec4_sm90a.sass"))),
                        parse_cubin((DATA / "add_vec4_sm90a.cubin").read_bytes()))
