@@ -1,4 +1,4 @@
-"""Kernel families: the built-in rewriter's CuTe DSL templates for memory-bound work.
+"""Kernel families: the built-in rewriter's CuTe DSL templates (memory-bound work and GEMMs).
 
 A task's reference forward is captured as a graph on the meta device
 (:mod:`.capture`, canonical op names in :mod:`.ops`) and matched to a family
@@ -18,7 +18,12 @@ row length and alignment allow):
   ignore_index), sum, mean, amax, amin, argmax, argmin along the last dim(s) (strategies
   ``auto``, ``registers``, ``cluster`` — a row over a thread-block cluster, statistics
   merged through distributed shared memory —, ``looped``);
-* ``scan``: cumsum, cumprod, reverse and exclusive (strategies ``auto``, ``looped``).
+* ``scan``: cumsum, cumprod, reverse and exclusive (strategies ``auto``, ``looped``);
+* ``gemm`` (:mod:`.gemm_match` recognises matmul / mm / bmm / addmm / linear with transposed
+  operands, the pointwise epilogue and a row reduction over N; :mod:`.gemm` renders): a
+  warp-specialized Hopper GEMM (TMA producer, WGMMA consumers, persistent tile scheduler,
+  clusters, epilogue through shared memory) in bf16 / fp16, TF32 or 3xTF32, knobs for tiles,
+  cluster, stages, raster and swizzle, split-K and the store path.
 """
 
 from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for

@@ -58,13 +58,15 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Captured:
-    """A captured forward: nodes, the returned node, and facts about the model."""
+    """A captured forward: nodes, the returned node, and facts about the model (its number
+    attributes; the task's ``TOLERANCE`` override, ``{}`` when it has none)."""
 
     nodes: tuple[Node, ...]
     output: int
     forward_args: tuple[str, ...]
     scalar_attrs: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    tolerance: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -74,7 +76,7 @@ class Captured:
         d = json.loads(text)
         nodes = tuple(Node(**{**n, "shape": tuple(n["shape"])}) for n in d["nodes"])
         return Captured(nodes, d["output"], tuple(d["forward_args"]), d["scalar_attrs"],
-                        d.get("error", ""))
+                        d.get("error", ""), d.get("tolerance", {}))
 
 
 def _dtype_name(dt: Any) -> str:
@@ -127,6 +129,9 @@ def capture_in_process(path: str | Path) -> Captured:
                         f"{type(e).__name__}: {e}") from e
     scalars = {k: float(v) for k, v in vars(model).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    tol = getattr(module, "TOLERANCE", None)
+    tolerance = {k: float(v) for k, v in tol.items() if k in ("atol", "rtol")
+                 and isinstance(v, (int, float))} if isinstance(tol, dict) else {}
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as e:  # noqa: BLE001 - data-dependent control flow and the like
@@ -173,7 +178,7 @@ def capture_in_process(path: str | Path) -> Captured:
         else:
             op, target, tensors, consts = canonical_call(n, gm, values, ids)
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
-    return Captured(tuple(nodes), output, tuple(forward_args), scalars)
+    return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance)
 
 
 def capture_task(path: str | Path, *, timeout_s: float = 180.0) -> Captured:

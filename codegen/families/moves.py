@@ -23,6 +23,17 @@ up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too fe
 the fuse move. Those
 proposals carry ``params["hint"]`` (the finding's key) and the built-in rewriter offers them
 before other moves of the same cost.
+
+**GEMM parents** (``FAMILY["family"] == "gemm"``, see :mod:`.gemm`) have no strategies and
+nothing to fuse or split; :func:`gemm_moves` changes one knob at a time to each other value
+of its ``TUNABLE_CHOICES`` (tile shape, cluster shape, stages, raster order, swizzle,
+epilogue variant; kind "tunable", params ``{"name", "from", "to", "family": "gemm"}``) and
+the precision only to a mode the task's tolerance allows (``precision_modes`` of the plan;
+kind "precision"): fp32 tasks with the default 1e-4 tolerance stay at "3xtf32". Its hint
+rules are :data:`GEMM_HINT_RULES` ("occupancy limited by shared memory" -> fewer stages;
+"tensor pipe busy" / "long scoreboard" -> more stages, wider tiles, a 2-CTA cluster;
+spills -> narrower tiles). The "uses HMMA / FFMA instead of WGMMA" finding asks for nothing
+here: the template always issues WGMMA, so no knob changes that.
 """
 
 from __future__ import annotations
@@ -63,6 +74,22 @@ HINT_RULES: tuple[HintRule, ...] = (
     HintRule("hint.stall", r"stall: long.scoreboard",
              (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1))),
     HintRule("hint.fuse_kernels", r"fuse them into one kernel", fuse=True),
+)
+
+#: Hint rules for gemm parents (knobs of :func:`cutegen.codegen.families.gemm.gemm_knobs`).
+GEMM_HINT_RULES: tuple[HintRule, ...] = (
+    HintRule("hint.occupancy", r"limited by shared[ _]mem", (("stages", -1),)),
+    HintRule("hint.tensor_pipe", r"tensor pipe busy",
+             (("stages", +1), ("tile_n", +1), ("cluster_m", +1))),
+    HintRule("hint.stall", r"stall: long.scoreboard", (("stages", +1),)),
+    HintRule("hint.spills", r"local-memory loads/stores|register spills", (("tile_n", -1),)),
+)
+#: Initial gemm candidates besides the default: (label, knob values), each used when its
+#: values are allowed choices that differ from the defaults.
+GEMM_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("cluster 2x1", {"cluster_m": 2}),
+    ("tile_n 128", {"tile_n": 128}),
+    ("raster n, swizzle 4", {"raster": "n", "swizzle": 4}),
 )
 
 _CACHE: dict[str, Recognition] = {}
@@ -111,6 +138,12 @@ def family_proposals(task: Task) -> list[Proposal]:
     rec = recognition_for(task)
     out: list[Proposal] = []
     for plan in rec.plans:
+        if plan.family == "gemm":
+            gemm = _gemm_proposals(task, plan)
+            if gemm is None:
+                return []
+            out += gemm
+            continue
         values, choices = knobs(plan)
         default = values["strategy"]
         variants = [(default, True)] + [(s, True) for s in choices["strategy"] if s != default]
@@ -125,6 +158,28 @@ def family_proposals(task: Task) -> list[Proposal]:
                 return []
             move = _move(plan, strategy, fused)
             out.append(Proposal(CandidateSource(code, f"family:{move.description}"), move))
+    return out
+
+
+def _gemm_proposals(task: Task, plan: Plan) -> list[Proposal] | None:
+    """The default gemm candidate, then :data:`GEMM_VARIANTS` (None: Model cannot be copied)."""
+    values, choices = knobs(plan)
+    variants: list[tuple[str, dict[str, object]]] = [("default", {})]
+    for label, change in GEMM_VARIANTS:
+        if all(v in choices.get(k, ()) and v != values.get(k) for k, v in change.items()):
+            variants.append((label, change))
+    out: list[Proposal] = []
+    for label, change in variants:
+        try:
+            code = render(plan, task.source, tunables=dict(change))
+        except TaskModuleError as e:  # remembered, so not_covered_message says why
+            _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
+                f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
+            return None
+        desc = f"gemm family: matmul ({label}, precision {values.get('precision')})"
+        move = Move("family", desc, "cheap", {"family": "gemm", "op": plan.op, "variant": label,
+                                              **change})
+        out.append(Proposal(CandidateSource(code, f"family:{desc}"), move))
     return out
 
 
@@ -145,10 +200,11 @@ def read_family(code: str) -> dict | None:
     return None
 
 
-def hint_rules(guidance: tuple[str, ...]) -> list[HintRule]:
-    """The rules whose phrase appears in the guidance lines, in :data:`HINT_RULES` order."""
+def hint_rules(guidance: tuple[str, ...],
+               rules: tuple[HintRule, ...] = HINT_RULES) -> list[HintRule]:
+    """The rules whose phrase appears in the guidance lines, in ``rules`` order."""
     text = "\n".join(guidance)
-    return [r for r in HINT_RULES if re.search(r.pattern, text, re.IGNORECASE)]
+    return [r for r in rules if re.search(r.pattern, text, re.IGNORECASE)]
 
 
 def _step(values: tuple, current: object, direction: int) -> object | None:
@@ -170,6 +226,9 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
     try:
         tunables = parse_tunables(code)
     except CandidateError:
+        return
+    if fam.get("family") == "gemm":
+        yield from gemm_moves(ctx, code, tunables)
         return
     rules = hint_rules(ctx.guidance)
     for rule in rules:  # hinted knob steps first: the rewriter prefers them
@@ -214,3 +273,48 @@ def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict, hinted: bool) ->
     if hinted and not fused:
         params["hint"] = "hint.fuse_kernels"
     yield Proposal(CandidateSource(code, f"builtin:{desc}"), Move("fuse", desc, "cheap", params))
+
+
+def allowed_precisions(task: Task) -> tuple[str, ...]:
+    """The precision modes the task's gemm plan allows (``()`` when it has none)."""
+    plan = next((p for p in recognition_for(task).plans if p.family == "gemm"), None)
+    return tuple(plan.param("precision_modes", ())) if plan is not None else ()
+
+
+#: The rendered module-level ``PRECISION = '...'`` declaration of a gemm candidate.
+_PRECISION_LINE = re.compile(r"^PRECISION = .*$", re.MULTILINE)
+
+
+def gemm_moves(ctx: RewriteContext, code: str, tunables: dict) -> Iterator[Proposal]:
+    """One-knob changes of a gemm parent: hinted steps first, then every other allowed value
+    of each knob; precision only to modes :func:`allowed_precisions` lists (none when the
+    task is not recognised: the precision is then left alone)."""
+    precisions = allowed_precisions(ctx.task)
+
+    def allowed(name: str, value: object) -> bool:
+        return name != "precision" or value in precisions
+
+    def move(name: str, new: object, hint: str = "") -> Proposal:
+        old = tunables[name].value
+        desc = f"gemm {name} {old!r}->{new!r}" + (f" (profiler: {hint})" if hint else "")
+        params: dict[str, object] = {"name": name, "from": old, "to": new, "family": "gemm"}
+        if hint:
+            params["hint"] = hint
+        kind = "precision" if name == "precision" else "tunable"
+        child = set_tunable(code, name, new)
+        if name == "precision":  # keep the declaration the Evaluation records in step
+            child = _PRECISION_LINE.sub(f"PRECISION = {new!r}", child, count=1)
+        return Proposal(CandidateSource(child, f"builtin:{desc}"),
+                        Move(kind, desc, "cheap", params))
+
+    for rule in hint_rules(ctx.guidance, GEMM_HINT_RULES):
+        for name, direction in rule.steps:
+            t = tunables.get(name)
+            new = _step(t.choices, t.value, direction) if t else None
+            if new is not None and allowed(name, new):
+                yield move(name, new, rule.key)
+    for name in sorted(tunables):
+        t = tunables[name]
+        for value in t.choices:
+            if value != t.value and allowed(name, value):
+                yield move(name, value)

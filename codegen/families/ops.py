@@ -4,7 +4,12 @@
 method and the ``nn`` module forms of an op share one name (``softmax`` for
 ``torch.softmax``, ``F.softmax``, ``x.softmax`` and ``nn.Softmax``), and its arguments are
 bound to parameter names (positional order of the ``torch.*`` / ``Tensor`` form, or of the
-functional form for ``F.*``). Module parameters (``nn.LayerNorm``'s weight) are reported as
+functional form for ``F.*``). Matrix products (``MATMUL_OPS``: ``matmul`` for
+``torch.matmul`` and ``@``, ``mm``, ``bmm``, ``addmm``, ``linear`` for ``F.linear`` and
+``nn.Linear``) keep their operands as tensor arguments; every transpose form (``.t()``,
+``.T``, ``.mT``, ``transpose`` / ``swapaxes``, a ``permute`` that swaps the last two dims)
+is ``transpose`` with ``consts["dims"]``: the two swapped dims, or "T" for ``.T`` (all dims
+reversed). Module parameters (``nn.LayerNorm``'s weight) are reported as
 ``{"path", "shape", "dtype"}`` constants, so the recognizer can read them as leaves.
 """
 
@@ -18,6 +23,9 @@ ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_
                      "mean", "amax", "amin", "max", "min", "argmax", "argmin"})
 #: Scans along a dimension (the scan family).
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
+#: Matrix products (the gemm family): ``matmul`` (``torch.matmul``, ``@``), ``mm``, ``bmm``,
+#: ``linear`` (``F.linear``, ``nn.Linear``) and ``addmm``.
+MATMUL_OPS = frozenset({"matmul", "mm", "bmm", "linear", "addmm"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -46,6 +54,9 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "leaky_relu": ("input", "negative_slope", "inplace"), "elu": ("input", "alpha", "inplace"),
     "softplus": ("input", "beta", "threshold"), "hardtanh": ("input", "min_val", "max_val"),
     "cast": ("input", "dtype"), "identity": ("input",), "view": ("input", "shape"),
+    "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
+    "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
+    "transpose": ("input", "dim0", "dim1"), "logsumexp": ("input", "dim", "keepdim"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -57,7 +68,8 @@ _METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negati
                    "contiguous": "identity", "clone": "identity", "detach": "identity",
                    "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
                    "to": "cast", "type": "cast", "view": "view", "reshape": "view",
-                   "max": "max", "min": "min"}
+                   "max": "max", "min": "min", "t": "transpose", "swapaxes": "transpose",
+                   "swapdims": "transpose"}
 _CAST_DTYPE = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64"}
 
 
@@ -79,16 +91,19 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.hardsigmoid: ("hardsigmoid", True), F.leaky_relu: ("leaky_relu", True),
         F.elu: ("elu", True), F.softplus: ("softplus", True), F.hardtanh: ("hardtanh", True),
         F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
-        F.tanh: ("tanh", True),
+        F.tanh: ("tanh", True), F.linear: ("linear", True),
+        operator.matmul: ("matmul", False), torch.t: ("transpose", False),
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
-                 "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", *_UNARY):
+                 "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
+                 "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
-            table.setdefault(fn, (name, False))
+            table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose"}.get(
+                name, name), False))
     for name in ("gelu", "silu", "elu", "softplus", "hardtanh", "leaky_relu", "hardswish",
                  "hardsigmoid", "mish", "relu6"):
         fn = getattr(torch._C._nn, name, None)  # what F.gelu & co. really are
@@ -124,6 +139,8 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
         return "softplus", {"beta": mod.beta, "threshold": mod.threshold}
     if isinstance(mod, nn.Hardtanh):
         return "hardtanh", {"min_val": mod.min_val, "max_val": mod.max_val}
+    if isinstance(mod, nn.Linear):
+        return "linear", {"weight": param(mod.weight, "weight"), "bias": param(mod.bias, "bias")}
     if isinstance(mod, nn.Dropout):
         return ("identity", {}) if mod.p == 0 or not mod.training else ("?", {})
     if isinstance(mod, nn.LayerNorm):
@@ -138,6 +155,16 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
                                  "label_smoothing": mod.label_smoothing,
                                  "weight": param(getattr(mod, "weight", None), "weight")}
     return "?", {}
+
+
+def _swaps_last_two(perm: Any) -> bool:
+    """Whether a ``permute`` order only swaps the last two dims (``(0, 2, 1)``, ``(1, 0)``)."""
+    if not isinstance(perm, (tuple, list)) or len(perm) < 2:
+        return False
+    if not all(isinstance(d, int) for d in perm):
+        return False
+    nd = len(perm)
+    return [d % nd for d in perm] == [*range(nd - 2), nd - 1, nd - 2]
 
 
 def _bind(names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -173,9 +200,17 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         if name in ("flip", "view", "reshape", "permute") and len(args) > 2:
             args = (args[0], tuple(args[1:]))  # varargs dims / shape
         bound = _bind(_PARAMS.get(op, ("input",)), args, kwargs)
+        if name == "permute" and _swaps_last_two(args[1] if len(args) > 1
+                                                 else kwargs.get("dims")):
+            op, bound = "transpose", {"input": args[0]}
+            consts["dims"] = [-2, -1]
         if name in _CAST_DTYPE:
             bound["dtype"] = getattr(torch, _CAST_DTYPE[name])
         target = f"Tensor.{name}"
+    elif n.target is getattr and len(args) == 2 and args[1] in ("T", "mT"):
+        bound = {"input": args[0]}  # x.T (all dims reversed) / x.mT (the last two swapped)
+        op, target = "transpose", f"Tensor.{args[1]}"
+        consts["dims"] = "T" if args[1] == "T" else [-2, -1]
     else:
         fn = n.target
         op, functional = _function_table().get(fn, ("?", False))
@@ -183,6 +218,9 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         bound = _bind(names, args, kwargs)
         mod_name = getattr(fn, "__module__", "") or ""
         target = f"{mod_name}.{getattr(fn, '__name__', str(fn))}".lstrip(".")
+    if op == "transpose" and "dims" not in consts:  # x.t(), x.transpose(d0, d1), torch.t(x)
+        d0, d1 = bound.pop("dim0", None), bound.pop("dim1", None)
+        consts["dims"] = [d0, d1] if d0 is not None and d1 is not None else [-2, -1]
     if op == "cast":
         dt = bound.get("dtype")
         if not isinstance(dt, torch.dtype):  # x.to(other) / x.to(device): only dtypes count

@@ -12,6 +12,10 @@ The forward (captured by :mod:`~cutegen.codegen.families.capture`) is covered wh
 * every tensor a chain reads broadcasts against the anchor's (rows, N) view as a full
   tensor, a per-column vector, a per-row vector or a single value.
 
+A forward with a matrix product (``matmul``, ``@``, ``mm``, ``bmm``, ``addmm``, ``linear``)
+is matched by :mod:`~cutegen.codegen.families.gemm_match` instead (the ``gemm`` family: the
+product, its pointwise epilogue and an optional reduction over N).
+
 Anything else gives :class:`~cutegen.codegen.families.plan.NotCovered` naming the op or the
 shape that is missing, never a plan that would compute something else.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
+from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.matcher import (
     FLOATS,
     OPMATH_EPS,
@@ -52,6 +57,8 @@ def _match(cap: Captured) -> Plan:
     live = m.ancestors(out.id)
     _unknown(m, live)
     calls = {i for i in live if m.node(i).kind == "call"}
+    if gemm_ids(m, calls):
+        return gemm_plan(m, calls, out)
     anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS
                      and not (m.node(i).op in ("max", "min") and "other" in m.node(i).tensors))
     if len(anchors) > 1:

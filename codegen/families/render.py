@@ -5,7 +5,8 @@ the task's ``Model`` constructor (``_TaskModule``), the fused pointwise function
 family body (``row``, ``scan`` or ``pointwise`` template) and ``ModelNew``, whose forward
 builds the operand lists and launches the kernels. ``fused=False`` renders the same work
 unfused: the prologue and epilogue run as pointwise kernels of their own (a baseline for
-the "fuse" move, and an option when a heavy prologue slows a row kernel down).
+the "fuse" move, and an option when a heavy prologue slows a row kernel down). A ``gemm``
+plan is rendered (and its knobs listed) by :mod:`~cutegen.codegen.families.gemm`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
+from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.plan import Chain, Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function
 from cutegen.codegen.families.taskmodule import extract
@@ -50,6 +52,8 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
 
 def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
+    if plan.family == "gemm":
+        return gemm_knobs(plan)
     values, choices = (dict(d) for d in KNOBS[plan.family])
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
@@ -146,9 +150,14 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
            fused: bool = True) -> str:
     """The candidate file for ``plan`` (see the module docstring).
 
+    A ``gemm`` plan is rendered by :func:`cutegen.codegen.families.gemm.render_gemm` (its
+    epilogue is always fused; ``fused`` does not apply).
+
     Raises:
         TaskModuleError: Model's constructor cannot be copied into the candidate.
     """
+    if plan.family == "gemm":
+        return render_gemm(plan, task_source, tunables=tunables)
     fused = fused or not can_split(plan)
     values, choices = knobs(plan, fused=fused)
     values.update(tunables or {})

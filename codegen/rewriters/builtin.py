@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
-from cutegen.codegen.families.moves import family_moves, family_proposals, not_covered_message
+from cutegen.codegen.families.moves import (
+    family_moves,
+    family_proposals,
+    not_covered_message,
+    read_family,
+)
 from cutegen.codegen.rewriters.base import CostClass, Move, Proposal, RewriteContext
 from cutegen.codegen.tasks import Task, bundled_task_names, load_bundled_task, seeds_dir
 from cutegen.errors import CandidateError, TaskError
@@ -31,14 +36,21 @@ MoveGenerator = Callable[[RewriteContext], Iterable[Proposal]]
 
 
 def tunable_moves(ctx: RewriteContext) -> Iterator[Proposal]:
-    """Every single-tunable change of the parent: each other allowed value of each tunable."""
+    """Every single-tunable change of the parent: each other allowed value of each tunable.
+
+    A family-rendered parent's ``precision`` is left to
+    :func:`~cutegen.codegen.families.moves.family_moves`, which changes it only to a mode
+    the task's tolerance allows."""
     if ctx.parent is None:
         return
     try:
         tunables = parse_tunables(ctx.parent.code)
     except CandidateError:
         return
+    family = read_family(ctx.parent.code) is not None
     for name in sorted(tunables):
+        if family and name == "precision":
+            continue
         t = tunables[name]
         for value in t.choices:
             if value == t.value:

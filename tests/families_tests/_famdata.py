@@ -2,7 +2,9 @@
 session under the name ``_cutegen_famdata``, so its caches are shared).
 
 ``tasks/`` holds extra covered tasks (fused prologues / epilogues, other row ops, scan
-variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers.
+variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers;
+``gemm_tasks/`` holds small matrix-product tasks (``rec_*``: recognition cases, ``rec_neg_*``
+not covered; other files belong to the GEMM kernel's tests).
 Recognition runs in the pytest process (``in_process``: the tasks are ours); the DSL is only
 ever imported by the compile driver's child processes.
 """
@@ -20,6 +22,7 @@ ROOT = HERE.parents[1]
 BUNDLED = ROOT / "benchmarks" / "tasks"
 TASKS = HERE / "tasks"
 NEGATIVE = HERE / "negative"
+GEMM_TASKS = HERE / "gemm_tasks"
 
 #: Bundled tasks a family covers: name -> (family, op).
 BUNDLED_COVERED = {
@@ -34,13 +37,16 @@ BUNDLED_COVERED = {
     "gelu_scale_bias_fp32": ("pointwise", "pointwise"),
     "gelu_scale_bias_bf16": ("pointwise", "pointwise"),
 }
+#: Bundled tasks the gemm family covers (their expected plans: test_gemm_recognize.py).
+BUNDLED_GEMM = ("bmm_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
+                "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
+                "gemm_scale_residual_bf16", "gemm_swish_bf16")
 #: Bundled tasks no family covers, and the op the message must name.
-BUNDLED_NOT_COVERED = {"gemm_fp32": "torch.matmul", "gemm_bf16": "torch.matmul",
-                       "gemm_bias_relu_fp32": "nn.Linear", "gemm_bias_relu_bf16": "nn.Linear"}
+BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
-    for folder in (BUNDLED, TASKS, NEGATIVE):
+    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():
             return p

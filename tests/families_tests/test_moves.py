@@ -19,12 +19,13 @@ from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import load_bundled_task, load_task_file
 
 TASKS = Path(__file__).with_name("tasks")
+NEGATIVE = Path(__file__).with_name("negative")
 
 
 def _task(name):
-    """A bundled task by name, or one of ours as "t/<name>"."""
-    if name.startswith("t/"):
-        t = load_task_file(TASKS / f"{name[2:]}.py")
+    """A bundled task by name, or one of ours as "t/<name>" (covered) / "n/<name>" (not)."""
+    if name.startswith(("t/", "n/")):
+        t = load_task_file((TASKS if name[0] == "t" else NEGATIVE) / f"{name[2:]}.py")
     else:
         t = load_bundled_task(name)
     recognition_for(t, in_process=True)  # fill the cache without a child process
@@ -61,10 +62,10 @@ def test_initial_for_a_task_without_seeds_and_with_pointwise_ops():
 
 
 def test_uncovered_task_has_no_family_candidates_and_a_message():
-    task = _task("gemm_bf16")
+    task = _task("n/conv2d")
     rw = BuiltinRewriter()
     assert rw.initial(RewriteContext(task=task), n=8, rng=random.Random(0)) == []
-    assert "torch.matmul" in rw.not_covered(task) and "--rewriter llm" in rw.not_covered(task)
+    assert "nn.Conv2d" in rw.not_covered(task) and "--rewriter llm" in rw.not_covered(task)
     assert rw.not_covered(_task("softmax_fp32")) == ""
     assert BuiltinRewriter(families=False).seeds(task) == []
 

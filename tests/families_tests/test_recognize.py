@@ -49,6 +49,7 @@ NEGATIVE = {
     "outer_add": ["broadcast"],
     "sum_all": ["dim=None"],
     "data_dependent": ["torch.fx", "control flow"],
+    "matmul_softmax": ["softmax", "matrix product"],
 }
 
 
@@ -56,7 +57,8 @@ def test_every_extra_task_is_listed():
     assert sorted(EXTRA) == sorted(p.stem for p in fd.TASKS.glob("*.py"))
     assert sorted(NEGATIVE) == sorted(p.stem for p in fd.NEGATIVE.glob("*.py"))
     bundled = {p.stem for p in fd.BUNDLED.glob("*.py")}
-    assert bundled == set(fd.BUNDLED_COVERED) | set(fd.BUNDLED_NOT_COVERED)
+    assert bundled == set(fd.BUNDLED_COVERED) | set(fd.BUNDLED_NOT_COVERED) | set(
+        fd.BUNDLED_GEMM)
 
 
 @pytest.mark.parametrize("name", sorted(fd.BUNDLED_COVERED))
@@ -85,7 +87,9 @@ def test_bundled_details():
     assert fd.plan_of("sum_rows_bf16").out_shape == "rows"
 
 
-@pytest.mark.parametrize("name", sorted(fd.BUNDLED_NOT_COVERED))
+@pytest.mark.parametrize("name", sorted(fd.BUNDLED_NOT_COVERED)
+                         or [pytest.param("-", marks=pytest.mark.skip(
+                             reason="every bundled task is covered"))])
 def test_bundled_task_not_covered_names_the_op(name):
     rec = fd.recognition(name)
     assert not rec.covered

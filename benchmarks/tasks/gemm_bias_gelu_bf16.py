@@ -1,0 +1,29 @@
+"""Linear layer with a fused GELU epilogue: gelu(x @ W^T + b) (exact erf form), bf16, (8192 x 8192) @ (8192 x 8192)."""
+import torch
+import torch.nn as nn
+
+batch_size = 8192
+in_features = 8192
+out_features = 8192
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "in_features": 256, "out_features": 256}, {"batch_size": 127, "in_features": 520, "out_features": 1000}]
+INPUT_DISTRIBUTIONS = ["randn", "uniform", "small", "negative"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, dtype=DTYPE)
+        self.gelu = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gelu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

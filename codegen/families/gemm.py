@@ -1,0 +1,228 @@
+"""The ``gemm`` kernel family: a Hopper (sm_90a) warp-specialized, persistent WGMMA GEMM with a
+fused epilogue, rendered from a :class:`~cutegen.codegen.families.plan.Plan`.
+
+The kernel (``templates/gemm.py.tmpl``, class ``GemmKernel``) computes
+``C[l] = epilogue(A[l] @ B[l])`` for A stored [M, K] ("k"-major) or [K, M] ("m"-major),
+B stored [K, N] ("n"-major) or [N, K] ("k"-major, an ``nn.Linear`` weight), optionally
+batched over a leading L dim:
+
+* **Producer warp group**: one warp issues TMA loads of A and B tiles into a ``stages``-deep
+  shared-memory ring (``cutlass.pipeline.PipelineTmaAsync``: mbarriers count TMA bytes in
+  and consumer warps out). In a thread-block cluster of ``cluster_m x cluster_n`` CTAs each
+  A tile is TMA-multicast along the cluster's N direction and each B tile along M.
+* **Consumer warp groups** (two for 128-row tiles, one for 64): WGMMA from swizzled shared
+  memory (``cute.nvgpu.warpgroup``), fp32 accumulators in registers, one WGMMA batch kept in
+  flight while the previous stage is released.
+* **Persistent scheduling**: one CTA per SM walks the (M, N, L) tiles in ``raster`` order
+  ("m" / "n"), grouped ``swizzle`` clusters at a time for L2 reuse.
+* **Epilogue**: the plan's epilogue chain (bias per column, per-row values, residual
+  tensors, scalars, module attributes, activations; code from
+  :func:`~cutegen.codegen.families.pointwise.chain_function`, applied to each fp32
+  accumulator with its (row, column)), then ``epilogue="tma"`` (registers -> swizzled shared
+  memory -> TMA store, which clips the ragged M / N edges) or ``"direct"`` (predicated stores
+  from registers, used automatically when the output's rows are not 16-byte aligned).
+* **Reductions** (``reduce`` in sum / mean / amax / logsumexp over N): the GEMM writes the
+  epilogue's fp32 result and a second small CuTe kernel reduces each row.
+* **Precisions**: bf16 / fp16 operands with fp32 accumulation; ``tf32`` (fp32 operands,
+  both K-major, so an M- or N-major operand is first transposed by a CuTe pack kernel);
+  ``3xtf32`` for fp32 tasks: a CuTe pack kernel writes A' = [A_hi | A_lo | A_hi] and
+  B'^T = [B_hi ; B_hi ; B_lo] (K-major, each segment zero-padded to a 16-byte multiple),
+  A_hi = A rounded to tf32, A_lo = A - A_hi, and one TF32 GEMM over K' = 3K sums
+  A_hi B_hi + A_lo B_hi + A_hi B_lo (fp32 accuracy; the dropped A_lo B_lo is ~2^-22).
+  The DSL ships no TF32 WGMMA wrapper; the candidate defines one (``_MmaTF32Op``) on the
+  DSL's SM90 MMA atom type.
+
+M, N, K, L are run-time values: one compiled kernel serves every shape. M, N and K need not
+be multiples of the tile (TMA zero-fills and clips). Operands whose rows are not 16-byte
+aligned (or that are not contiguous) go through the pack kernel first.
+
+Knobs (TUNABLES / TUNABLE_CHOICES; see :func:`gemm_knobs`): ``tile_m`` (64: one consumer
+warp group, 128: two), ``tile_n``, ``tile_k``, ``cluster_m`` / ``cluster_n`` (TMA multicast
+of B / A tiles inside the cluster), ``stages`` (shared-memory ring depth; 0: as many as
+fit, an explicit value is clamped to that), ``raster`` and ``swizzle`` (tile order), ``epilogue`` ("tma" / "direct"),
+``split_k`` (1: off; 2 / 4: K is cut into that many slices computed as batches of the
+kernel into an fp32 workspace, then a CuTe kernel sums them in a fixed order and applies the
+epilogue: for few output tiles, e.g. skinny M; ignored for bmm and when K does not split
+into 16-byte aligned slices) and
+``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
+default) admit it; bf16 / fp16 tasks: their own precision only).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from cutegen.codegen.families.plan import Leaf, Plan
+from cutegen.codegen.families.pointwise import VPOW, chain_function
+from cutegen.codegen.families.taskmodule import extract
+from cutegen.codegen.families.template import render_template
+
+_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
+           "float16": "torch.float16"}
+_REDUCES = ("sum", "mean", "amax", "logsumexp")
+
+
+def _precision(plan: Plan) -> str:
+    return plan.param("precision_default") or {"float16": "fp16"}.get(
+        plan.leaf(plan.param("a")).dtype, "bf16")
+
+
+def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
+    """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to.
+
+    Every value of every knob compiles on its own with the others at their defaults;
+    ``stages`` 0 means as many as fit in shared memory with the chosen tiles, and a larger
+    explicit value is clamped to that.
+    """
+    precision = _precision(plan)
+    fp32 = precision in ("tf32", "3xtf32")
+    values = {"tile_m": 128, "tile_n": 256 if not fp32 else 128, "tile_k": 64 if not fp32 else 32,
+              "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
+              "swizzle": 1, "epilogue": "tma", "split_k": 1, "precision": precision}
+    choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256],
+               "tile_k": [32, 64, 128] if not fp32 else [16, 32, 64],
+               "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
+               "raster": ["m", "n"], "swizzle": [1, 2, 4, 8], "epilogue": ["tma", "direct"],
+               "split_k": [1, 2, 4],
+               "precision": ["3xtf32", "tf32"] if precision == "tf32" else [precision]}
+    modes = plan.param("precision_modes")  # what the task's tolerance admits, when known
+    if modes:
+        choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [
+            precision]
+        if precision not in choices["precision"]:
+            choices["precision"].append(precision)
+    return values, choices
+
+
+def _source(lf: Leaf) -> str:
+    if lf.source == "input":
+        return lf.ref
+    if lf.source == "param":
+        return f"self.{lf.ref}.detach()"
+    if lf.source == "const":
+        return f"float({lf.ref})"
+    return f"float(self.{lf.ref})"
+
+
+class _Operands:
+    """The epilogue's operand lists (tensors per column / full, per row / single, numbers) and
+    how the chain function reads each leaf."""
+
+    def __init__(self) -> None:
+        self.vec: list[str] = []
+        self.full: list[bool] = []
+        self.rows: list[str] = []
+        self.row_kinds: list[bool] = []
+        self.scalars: list[str] = []
+        self.access: dict[str, str] = {}
+
+    def add(self, lf: Leaf) -> None:
+        if lf.name in self.access:
+            return
+        src = _source(lf)
+        if lf.kind == "full":
+            self.access[lf.name] = f"v[{len(self.vec)}]"
+            self.vec.append(f"_as_full({src}, mshape, n_rows, n_cols)")
+            self.full.append(True)
+        elif lf.kind == "col":
+            self.access[lf.name] = f"v[{len(self.vec)}]"
+            self.vec.append(f"_as_cols({src}, n_cols)")
+            self.full.append(False)
+        elif lf.kind == "row":
+            self.access[lf.name] = f"r[{len(self.rows)}]"
+            self.rows.append(f"_as_rows({src}, n_rows)")
+            self.row_kinds.append(True)
+        elif lf.kind == "scalar":
+            self.access[lf.name] = f"r[{len(self.rows)}]"
+            self.rows.append(f"_as_one({src})")
+            self.row_kinds.append(False)
+        else:
+            self.access[lf.name] = f"s[{len(self.scalars)}]"
+            self.scalars.append(src)
+
+
+def _doc(plan: Plan, precision: str) -> str:
+    body = (f"Generated by cutegen's built-in 'gemm' kernel family: {plan.description}; "
+            f"precision {precision}. A persistent, warp-specialized Hopper GEMM (TMA loads "
+            "into a multi-stage shared-memory pipeline, WGMMA consumers, fused epilogue on the "
+            "fp32 accumulators, TMA or direct stores); see the GemmKernel class.")
+    return "\n".join(textwrap.wrap(body.replace('"', "'"), 92))
+
+
+def _forward(plan: Plan, ops: _Operands, has_epilogue: bool) -> str:
+    a_major = plan.param("a_major", "k")
+    b_major = plan.param("b_major", "n")
+    batched = bool(plan.param("batched", False))
+    reduce = plan.param("reduce", "") or ""
+    dt = _DTYPES[plan.out_dtype]
+    lines = [f"a = {_source(plan.leaf(plan.param('a')))}",
+             f"b = {_source(plan.leaf(plan.param('b')))}"]
+    if batched:
+        lines += ["L = a.shape[0]",
+                  f"M = a.shape[{-2 if a_major == 'k' else -1}]",
+                  f"N = b.shape[{-1 if b_major == 'n' else -2}]",
+                  "mshape = (L, M, N)"]
+    else:
+        if a_major == "k":  # leading dims of A (x of a Linear) fold into M
+            lines += ["lead = tuple(a.shape[:-1])", "a = a.reshape(-1, a.shape[-1])",
+                      "M = a.shape[0]"]
+        else:
+            lines += ["lead = (a.shape[-1],)", "M = a.shape[-1]"]
+        lines += [f"N = b.shape[{-1 if b_major == 'n' else -2}]", "L = 1",
+                  "mshape = (*lead, N)"]
+    lines += ["n_rows = L * M", "n_cols = N"]
+    if reduce:
+        keep = " + (1,)" if plan.param("reduce_keepdim") else ""
+        lines += [f"out = torch.empty(tuple(mshape[:-1]){keep}, dtype={dt}, device=a.device)",
+                  "if out.numel() == 0:", "    return out",
+                  "res = torch.empty((n_rows, N), dtype=torch.float32, device=a.device)"]
+        target = "res"
+    else:
+        lines += [f"out = torch.empty(mshape, dtype={dt}, device=a.device)",
+                  "if out.numel() == 0:", "    return out"]
+        target = "out"
+    epi = "_epilogue" if has_epilogue else "None"
+    a_kind = "a_k" if a_major == "k" else "a_m"
+    b_kind = "b_k" if b_major == "k" else "b_n"
+    lines.append(f"_gemm_launch(a, b, {a_kind!r}, {b_kind!r}, {batched}, {target}, "
+                 f"TUNABLES['precision'], {epi}, [{', '.join(ops.vec)}], {tuple(ops.full)!r}, "
+                 f"[{', '.join(ops.rows)}], {tuple(ops.row_kinds)!r}, "
+                 f"[{', '.join(ops.scalars)}])")
+    if reduce:
+        if reduce not in _REDUCES:
+            raise ValueError(f"gemm: unknown reduce {reduce!r}")
+        lines.append(f"_row_reduce(res, out.view(n_rows), {reduce!r})")
+    lines.append("return out")
+    return "\n".join(lines)
+
+
+def render_gemm(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
+    """The candidate file for a ``gemm`` plan (see the module docstring).
+
+    Raises:
+        TaskModuleError: Model's constructor cannot be copied into the candidate.
+    """
+    values, choices = gemm_knobs(plan)
+    values.update(tunables or {})
+    precision = values["precision"]
+    tm = extract(task_source)
+    family = {"family": "gemm", "op": "matmul", "fused": True}
+    head = render_template("head", {
+        "DOC": _doc(plan, precision), "TASK_IMPORTS": tm.imports + "\n",
+        "TUNABLES": repr(values), "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
+    }, {})
+    ops = _Operands()
+    for name in plan.epilogue.leaves():
+        ops.add(plan.leaf(name))
+    has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
+    body = render_template("gemm", {"PRECISION": repr(precision)}, {})
+    parts = [head, body, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
+             + tm.class_source, VPOW]
+    if has_epilogue:
+        parts.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                                    doc="The fused epilogue, applied to each fp32 accumulator "
+                                        "y (x is y too)."))
+    args = ", ".join(plan.forward_args)
+    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
+                 + textwrap.indent(_forward(plan, ops, has_epilogue), " " * 8))
+    return "\n\n".join(p.strip("\n") for p in parts) + "\n"

@@ -1,0 +1,178 @@
+"""The built-in rewriter on gemm-family candidates: initial variants, one knob at a time within
+TUNABLE_CHOICES, precision only to modes the task's tolerance allows, profiler hints, and
+every move recorded with what it changed."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cutegen.codegen.families.gemm")
+
+from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable  # noqa: E402
+from cutegen.codegen.families.moves import (  # noqa: E402
+    GEMM_HINT_RULES,
+    allowed_precisions,
+    family_moves,
+    read_family,
+    recognition_for,
+)
+from cutegen.codegen.rewriters.base import RewriteContext  # noqa: E402
+from cutegen.codegen.rewriters.builtin import BuiltinRewriter  # noqa: E402
+from cutegen.codegen.tasks import load_bundled_task, load_task_file  # noqa: E402
+
+GEMM_TASKS = Path(__file__).with_name("gemm_tasks")
+
+
+def _task(name):
+    """A bundled task, or one of gemm_tasks/ as "g/<name>"."""
+    t = load_task_file(GEMM_TASKS / f"{name[2:]}.py") if name.startswith("g/") else (
+        load_bundled_task(name))
+    recognition_for(t, in_process=True)  # fill the cache without a child process
+    return t
+
+
+def _initial(name):
+    task = _task(name)
+    props = BuiltinRewriter().initial(RewriteContext(task=task), n=8, rng=random.Random(0))
+    return task, [p for p in props if p.move.kind == "family"]
+
+
+def _changed(parent: str, child: str) -> dict:
+    a, b = parse_tunables(parent), parse_tunables(child)
+    assert set(a) == set(b)
+    return {k: (a[k].value, b[k].value) for k in a if a[k].value != b[k].value}
+
+
+def test_initial_gemm_candidates():
+    _, props = _initial("gemm_bias_relu_bf16")
+    assert props and props[0].move.params == {"family": "gemm", "op": "matmul",
+                                              "variant": "default"}
+    default = props[0].candidate.code
+    assert read_family(default) == {"family": "gemm", "op": "matmul", "fused": True}
+    for p in props[1:]:
+        change = {k: v for k, v in p.move.params.items()
+                  if k not in ("family", "op", "variant")}
+        assert change and {k: new for k, (_, new) in _changed(default, p.candidate.code).items()
+                           } == change
+    assert len({p.candidate.sha256 for p in props}) == len(props)
+    assert all(p.candidate.origin.startswith("family:gemm family") for p in props)
+
+
+@pytest.mark.parametrize("name", ["gemm_bf16", "gemm_fp32", "bmm_bf16", "gemm_swish_bf16",
+                                  "g/rec_linear_logsumexp_fp32"])
+def test_moves_change_one_knob_within_its_choices(name):
+    task, props = _initial(name)
+    parent = props[0].candidate
+    tun = parse_tunables(parent.code)
+    moves = list(family_moves(RewriteContext(task=task, parent=parent)))
+    assert moves
+    for p in moves:
+        assert p.move.kind in ("tunable", "precision") and p.move.cost == "cheap"
+        knob = p.move.params["name"]
+        assert p.move.params["family"] == "gemm"
+        assert _changed(parent.code, p.candidate.code) == {
+            knob: (p.move.params["from"], p.move.params["to"])}
+        assert p.move.params["to"] in tun[knob].choices
+        assert (p.move.kind == "precision") == (knob == "precision")
+        assert knob in p.move.description
+    assert len({p.move.key for p in moves}) == len(moves)
+    # every other allowed value of every knob but precision is offered
+    offered = {(p.move.params["name"], p.move.params["to"]) for p in moves}
+    for knob, t in tun.items():
+        if knob != "precision":
+            assert {(knob, v) for v in t.choices if v != t.value} <= offered
+    # no strategy switches or fuse moves for a gemm parent
+    assert not any(p.move.kind in ("strategy", "fuse") for p in moves)
+
+
+@pytest.mark.parametrize(("name", "modes"), [("gemm_bf16", ("bf16",)),
+                                             ("gemm_fp32", ("3xtf32",)),
+                                             ("gemm_bias_relu_fp32", ("3xtf32",)),
+                                             ("g/rec_flinear_bias_silu_fp16", ("fp16",)),
+                                             ("g/rec_linear_logsumexp_fp32", ("3xtf32", "tf32"))])
+def test_precision_follows_the_tolerance(name, modes):
+    task, props = _initial(name)
+    assert allowed_precisions(task) == modes
+    parent = props[0].candidate
+    assert parse_tunables(parent.code)["precision"].value == modes[-1]
+    got = BuiltinRewriter().propose(RewriteContext(task=task, parent=parent), n=1000,
+                                    cost="cheap", rng=random.Random(0))
+    precision = [p for p in got if "precision" in _changed(parent.code, p.candidate.code)]
+    assert {p.move.params["to"] for p in precision} == set(modes) - {modes[-1]}
+    assert all(p.move.kind == "precision" for p in precision)
+    # the PRECISION declaration (what the Evaluation records) follows the knob
+    for p in precision:
+        assert f"\nPRECISION = {p.move.params['to']!r}\n" in p.candidate.code
+
+
+def test_a_widened_precision_choice_is_never_taken_for_a_strict_fp32_task():
+    """Even a parent whose TUNABLE_CHOICES offer plain TF32 (an edited file) never moves to it
+    when the task keeps the default 1e-4 tolerance: neither the family moves nor the generic
+    one-tunable moves change precision beyond what the tolerance allows."""
+    task, props = _initial("gemm_fp32")
+    code = props[0].candidate.code
+    assert code.count("'precision': ['3xtf32']") == 1
+    widened = CandidateSource(code.replace("'precision': ['3xtf32']",
+                                           "'precision': ['3xtf32', 'tf32']"))
+    assert parse_tunables(widened.code)["precision"].choices == ("3xtf32", "tf32")
+    got = BuiltinRewriter().propose(RewriteContext(task=task, parent=widened), n=1000,
+                                    cost="cheap", rng=random.Random(1))
+    assert got and not any(parse_tunables(p.candidate.code)["precision"].value == "tf32"
+                           for p in got)
+
+
+@pytest.mark.parametrize(("line", "key", "knob", "direction"), [
+    ("occupancy 12% limited by shared memory (168 regs x 384 threads): fewer registers or "
+     "smaller tiles hide latency better", "hint.occupancy", "stages", -1),
+    ("achieved occupancy 9% (theoretical 19%), limited by shared mem: too few warps to hide "
+     "latency", "hint.occupancy", "stages", -1),
+    ("tensor pipe busy 41% of active cycles: feed it faster (deeper TMA pipeline, larger tiles,"
+     " two consumer warpgroups)", "hint.tensor_pipe", "stages", +1),
+    ("top warp stall: long scoreboard (2.0 warps per issue cycle): pipeline loads",
+     "hint.stall", "stages", +1),
+    ("12 local-memory loads/stores (register spills): cut registers per thread",
+     "hint.spills", "tile_n", -1),
+])
+def test_gemm_profiler_hints_are_offered_first(line, key, knob, direction):
+    task, props = _initial("gemm_bf16")
+    code = set_tunable(props[0].candidate.code, "stages", 4)
+    ctx = RewriteContext(task=task, parent=CandidateSource(code), guidance=("compute-bound", line))
+    for seed in range(2):  # whatever the shuffle, the hinted move comes first
+        first = BuiltinRewriter().propose(ctx, n=3, cost="cheap", rng=random.Random(seed))[0]
+        assert first.move.params.get("hint") == key and first.move.params["name"] == knob
+        t = parse_tunables(code)[knob]
+        ordered = sorted(t.choices)
+        assert ordered.index(first.move.params["to"]) == ordered.index(t.value) + direction
+
+
+@pytest.mark.parametrize("line", [
+    "matmul uses HMMA (mma.sync): on sm_90a use WGMMA (HGMMA) fed by TMA",
+    "matmul uses no tensor cores (FFMA): on sm_90a use WGMMA (HGMMA) fed by TMA",
+    "the tensor pipe is idle: a matmul on sm_90a should use WGMMA (HGMMA)",
+    "global loads as narrow as 32-bit: use 128-bit vectorized copies (LDG.E.128/STG.E.128)",
+])
+def test_findings_that_do_not_apply_to_the_gemm_template_ask_for_nothing(line):
+    task, props = _initial("gemm_bf16")
+    ctx = RewriteContext(task=task, parent=props[0].candidate, guidance=(line,))
+    assert not any("hint" in p.move.params for p in family_moves(ctx))
+
+
+def test_gemm_hint_rules_only_step_gemm_knobs():
+    from cutegen.codegen.families.gemm import gemm_knobs
+
+    _, props = _initial("gemm_bf16")
+    knobs = set(parse_tunables(props[0].candidate.code))
+    assert callable(gemm_knobs)
+    for rule in GEMM_HINT_RULES:
+        assert rule.steps and not rule.fuse
+        assert {name for name, _ in rule.steps} <= knobs, rule
+
+
+def test_a_stepped_knob_at_its_end_is_not_offered():
+    task, props = _initial("gemm_bf16")
+    t = parse_tunables(props[0].candidate.code)["stages"]
+    code = set_tunable(props[0].candidate.code, "stages", min(t.choices))
+    ctx = RewriteContext(task=task, parent=CandidateSource(code),
+                         guidance=("occupancy 12% limited by shared memory",))
+    assert not any(p.move.params.get("hint") for p in family_moves(ctx))
