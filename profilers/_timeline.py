@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from cutegen.profilers._base import Finding
 
-_LAUNCH_API = re.compile(r"^(cuda|cu)(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|"
+#: Launch calls (the CuTe DSL launches with cudaLaunchKernelExC, seen in H200 traces).
+_LAUNCH_API = re.compile(r"^(cuda|cu)(LaunchKernel|LaunchKernelExC?|LaunchCooperativeKernel|"
                          r"GraphLaunch|LibraryGetKernel)(_v\d+)?(_ptsz)?$")
 
 

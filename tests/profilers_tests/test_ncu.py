@@ -91,6 +91,26 @@ def test_details_page():
     assert k.units["gpu__time_duration.sum"] == "msecond"
 
 
+def test_real_h200_raw_page_has_every_requested_metric():
+    # recorded on the H200 (tests/data/profilers/record_h200.sh, ncu 2025.3.1): every metric
+    # of every set was accepted and comes back, parsed with its unit
+    (k,) = parse_ncu_csv((DATA / "ncu_raw_h200.csv").read_text())
+    assert k.name.startswith("kernel_cutlass_add_kernel")
+    assert not [m.name for m in ALL_METRICS if m.name not in k.metrics]
+    assert k.metrics["gpu__time_duration.sum"] == 45312 and k.units["gpu__time_duration.sum"] == "ns"
+    assert k.metrics["launch__grid_size"] == 32768  # thousands separator "32,768"
+    fs = {f.key: f for f in ncu_findings((k,), MEMORY)}
+    assert fs["hint.dram"].value == pytest.approx(83.38)
+    assert fs["ncu.load_sectors_per_request"].value == 16.0  # 128-bit loads: 4 sectors x 4
+    assert "hint.coalescing" not in fs and "hint.occupancy" not in fs
+
+
+def test_real_h200_details_page():
+    (k,) = parse_ncu_csv((DATA / "ncu_details_h200.csv").read_text())
+    assert k.metrics["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == pytest.approx(83.38)
+    assert k.metrics["dram__bytes_read.sum"] == 134224640
+
+
 @pytest.mark.parametrize("text", ["", "==PROF== Connected\nhello\n", '"ID","Kernel Name"\n', "\x00\x01garbage"])
 def test_no_table_gives_nothing(text):
     assert parse_ncu_csv(text) == ()

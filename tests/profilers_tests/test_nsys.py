@@ -71,6 +71,16 @@ def test_torch_trace_of_a_launch_bound_kernel():
     assert "hint.fuse_kernels" not in fs and "hint.memcpy" not in fs
 
 
+def test_real_h200_torch_trace_counts_the_dsl_launch_api():
+    # recorded on the H200: the CuTe DSL launches with cudaLaunchKernelExC, which the
+    # launch-API pattern missed (launch overhead read 0)
+    events, api_ns = parse_torch_trace((DATA / "torch_trace_h200.json").read_text())
+    assert [e.kind for e in events] == ["kernel"] * 5
+    assert api_ns == pytest.approx((47.004 + 6.525 + 6.281 + 4.688 + 6.253) * 1000)
+    s = summarize_timeline(events, calls=5, source="torch.profiler", launch_api_ns=api_ns)
+    assert s.kernels_per_call == 1 and s.kernel_us_per_call == pytest.approx(47.58, abs=0.01)
+
+
 @pytest.mark.parametrize("text", ["42", '{"traceEvents": "no"}', "not json"])
 def test_bad_torch_traces(text):
     with pytest.raises(ValueError):
