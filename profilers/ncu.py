@@ -201,7 +201,9 @@ def _hints(k: NcuKernel, kind: BottleneckKind) -> list[Finding]:
     stalls = {r: v for r in STALL_ADVICE if (v := num(STALL_METRIC.format(r))) is not None}
     if stalls:
         top = max(stalls, key=lambda r: stalls[r])
-        if top != "not_selected" and stalls[top] >= 0.5:
+        # waiting on memory is what a kernel at the DRAM limit does: no advice to act on
+        saturated = top == "long_scoreboard" and dram is not None and dram >= 80
+        if top != "not_selected" and stalls[top] >= 0.5 and not saturated:
             tips.append(Finding("hint.stall", top,
                                 f"top warp stall: {top.replace('_', ' ')} ({stalls[top]:.1f} warps"
                                 f" per issue cycle): {STALL_ADVICE[top]}"))
