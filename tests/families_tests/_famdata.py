@@ -41,7 +41,8 @@ BUNDLED_COVERED = {
 BUNDLED_GEMM = ("bmm_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
                 "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
                 "gemm_scale_residual_bf16", "gemm_swish_bf16")
-#: Bundled tasks no family covers, and the op the message must name.
+#: Bundled tasks no family covers, and the op the message must name (none today: the
+#: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 

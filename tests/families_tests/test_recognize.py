@@ -87,17 +87,6 @@ def test_bundled_details():
     assert fd.plan_of("sum_rows_bf16").out_shape == "rows"
 
 
-@pytest.mark.parametrize("name", sorted(fd.BUNDLED_NOT_COVERED)
-                         or [pytest.param("-", marks=pytest.mark.skip(
-                             reason="every bundled task is covered"))])
-def test_bundled_task_not_covered_names_the_op(name):
-    rec = fd.recognition(name)
-    assert not rec.covered
-    msg = rec.not_covered.message
-    assert fd.BUNDLED_NOT_COVERED[name] in msg
-    assert "--rewriter llm" in msg and "mixed" in msg
-
-
 @pytest.mark.parametrize("name", sorted(EXTRA))
 def test_fused_ops_are_found(name):
     family, op, pro, epi, params = EXTRA[name]
