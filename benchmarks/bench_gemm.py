@@ -10,8 +10,12 @@
   bf16 tolerance of an fp32 reference) and skipped from the table when wrong. With
   ``--configs sweep`` a few tile / cluster settings are timed too and the best is reported.
 * fp32 C = A @ B at 4096^2 and 8192^2 (KernelBench's square matmul) with the 3xTF32
-  candidate: max abs / max rel error against a float64 reference (eager fp32 beside it), and
-  the speedup over eager fp32 (torch default: TF32 off).
+  candidate: max abs / max rel error and rmse against a float64 reference (eager fp32 beside
+  it), the harness's verdict, and the speedup over eager fp32 (torch default: TF32 off).
+  The sweep times every ``promote`` value of FP32_PROMOTE (k tiles per promotion of the
+  WGMMA accumulator into an FADD fragment; 0: the old single accumulator) plus a few tile
+  settings, so one run shows error and speed per value. ``--quick``: the default and
+  ``promote`` 0.
 
 Timing: CUDA events around each call, the L2 flushed before each (a 256 MiB write), providers
 interleaved, ``--runs`` calls each after 3 warm-ups (compilation excluded), median reported.
@@ -37,7 +41,13 @@ FP32_SIZES = [4096, 8192]
 SWEEP = [{}, {"tile_n": 128}, {"cluster_m": 2}, {"cluster_n": 2}, {"raster": "n", "swizzle": 4},
          {"tile_m": 64, "tile_n": 256}, {"tile_m": 64, "tile_n": 128}, {"split_k": 2},
          {"split_k": 4}]
-FP32_SWEEP = [{}, {"tile_n": 256}, {"cluster_m": 2}]
+FP32_PROMOTE = [0, 1, 2, 3, 4, 6, 8]
+#: the default candidate (promote 4), every other promote value, then tile / cluster settings;
+#: tile_n 256 only without promotion (two fragments of it do not fit in registers)
+FP32_SWEEP = ([{}] + [{"promote": p} for p in FP32_PROMOTE if p != 4]
+              + [{"tile_n": 192}, {"tile_n": 64}, {"cluster_m": 2}, {"tile_k": 64},
+                 {"tile_n": 256, "promote": 0}])
+FP32_QUICK = [{}, {"promote": 0}]
 _TASK = '''import torch
 import torch.nn as nn
 
@@ -172,8 +182,15 @@ def bench_bf16(shapes, configs, timer: Timer, workdir: Path) -> list[dict]:
 def bench_fp32(sizes, configs, timer: Timer, workdir: Path) -> list[dict]:
     import torch
 
+    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
+
     torch.backends.cuda.matmul.allow_tf32 = False
-    models = [(cfg, _candidate("float32", "3xtf32", cfg, workdir)) for cfg in configs]
+    models = []
+    for cfg in configs:
+        try:
+            models.append((cfg, _candidate("float32", "3xtf32", cfg, workdir)))
+        except Exception as e:  # noqa: BLE001 - reported on stderr, the rest still runs
+            print(f"  fp32 {cfg}: {type(e).__name__}: {e}"[:300], file=sys.stderr)
     rows = []
     for s in sizes:
         a = torch.randn(s, s, dtype=torch.float32, device="cuda")
@@ -182,12 +199,17 @@ def bench_fp32(sizes, configs, timer: Timer, workdir: Path) -> list[dict]:
         scale = ref.abs().max().item()
         eager = torch.mm(a, b)
         for cfg, model in models:
-            out = model(a, b)
-            torch.cuda.synchronize()
-            row = {"size": s, "config": cfg}
+            try:
+                out = model(a, b)
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001
+                print(f"  fp32 {s} {cfg}: {type(e).__name__}: {e}"[:300], file=sys.stderr)
+                continue
+            row = {"size": s, "config": cfg, "promote": cfg.get("promote", PROMOTE_DEFAULT)}
             for name, c in (("cand", out), ("eager", eager)):
                 d = (c.double() - ref).abs()
                 row[f"{name}_max_abs_err"] = d.max().item()
+                row[f"{name}_rmse"] = d.pow(2).mean().sqrt().item()
                 row[f"{name}_max_rel_err"] = (d / ref.abs().clamp_min(1e-3 * scale)).max().item()
                 row[f"{name}_within_1e-4"] = bool((d <= 1e-4 + 1e-4 * ref.abs()).all().item())
             # the harness's own rule (cutegen eval's verdict): every element within
@@ -218,13 +240,17 @@ def _markdown(env: dict, bf16: list[dict], fp32: list[dict]) -> str:
         lines.append(f"| {shape} | {r['config'] or 'default'} | {r['cand_us']:.1f} | "
                      f"{r['torch_us']:.1f} | {r['cand_tflops']:.0f} | {r['torch_tflops']:.0f} | "
                      f"{r['ratio']:.2f} |")
-    lines += ["", "| fp32 N^3 (3xtf32) | config | candidate us | eager fp32 us | speedup | cand max abs "
-              "err | cand max rel err | eager max abs err | within 1e-4 | harness verdict |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| fp32 N^3 (3xtf32) | config | promote | candidate us | eager fp32 us | "
+              "speedup | cand max abs err | cand rmse | cand max rel err | eager max abs err | "
+              "eager rmse | within 1e-4 | harness verdict |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in fp32:
-        lines.append(f"| {r['size']} | {r['config'] or 'default'} | {r['cand_us']:.0f} | {r['eager_us']:.0f} | "
+        lines.append(f"| {r['size']} | {r['config'] or 'default'} | {r.get('promote', '?')} | "
+                     f"{r['cand_us']:.0f} | {r['eager_us']:.0f} | "
                      f"{r['speedup']:.2f} | {r['cand_max_abs_err']:.2e} | "
+                     f"{r.get('cand_rmse', float('nan')):.2e} | "
                      f"{r['cand_max_rel_err']:.2e} | {r['eager_max_abs_err']:.2e} | "
+                     f"{r.get('eager_rmse', float('nan')):.2e} | "
                      f"{r['cand_within_1e-4']} | "
                      f"{'correct' if r.get('harness_passed') else 'wrong'} |")
     return "\n".join(lines) + "\n"
@@ -250,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     env = _env()
     with tempfile.TemporaryDirectory() as tmp:
         bf16 = bench_bf16(shapes, configs, timer, Path(tmp))
-        fp32 = bench_fp32(sizes, FP32_SWEEP if configs is SWEEP else [{}], timer, Path(tmp))
+        fp32 = bench_fp32(sizes, FP32_SWEEP if configs is SWEEP else FP32_QUICK, timer,
+                          Path(tmp))
     md = _markdown(env, bf16, fp32)
     print(md)
     if args.out:

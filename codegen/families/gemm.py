@@ -25,12 +25,20 @@ batched over a leading L dim:
   epilogue's fp32 result and a second small CuTe kernel reduces each row.
 * **Precisions**: bf16 / fp16 operands with fp32 accumulation; ``tf32`` (fp32 operands,
   both K-major, so an M- or N-major operand is first transposed by a CuTe pack kernel);
-  ``3xtf32`` for fp32 tasks: a CuTe pack kernel writes A' = [A_hi | A_lo | A_hi] and
-  B'^T = [B_hi ; B_hi ; B_lo] (K-major, each segment zero-padded to a 16-byte multiple),
-  A_hi = A rounded to tf32, A_lo = A - A_hi, and one TF32 GEMM over K' = 3K sums
-  A_hi B_hi + A_lo B_hi + A_hi B_lo (fp32 accuracy; the dropped A_lo B_lo is ~2^-22).
+  ``3xtf32`` for fp32 tasks: a CuTe pack kernel writes A' = (A_hi, A_lo, A_hi) and
+  B'^T = (B_hi, B_hi, B_lo) interleaved per tile_k block of K (block j: its A_hi, A_lo,
+  A_hi columns, and B_hi, B_hi, B_lo, one after the other; K zero-padded to Kp, a multiple
+  of tile_k (times split_k)), A_hi = A rounded to tf32, A_lo = A - A_hi, and one TF32 GEMM
+  over K' = 3 Kp sums A_hi B_hi + A_lo B_hi + A_hi B_lo (the dropped A_lo B_lo is ~2^-22).
   The DSL ships no TF32 WGMMA wrapper; the candidate defines one (``_MmaTF32Op``) on the
   DSL's SM90 MMA atom type.
+* **Promotion** (``promote``, tf32 / 3xtf32): Hopper's WGMMA accumulator appears to add
+  with truncation (NVIDIA/cutlass#729; DeepSeek-V3 and SageAttention2 measured it), and
+  3xTF32 over one accumulator measured ~15x fp32's error on an H200 at 8192^3. So the
+  consumers let the WGMMA accumulator sum only ``promote`` k tiles, then add it into a
+  second fp32 register fragment with FADDs (round-to-nearest) and restart it (the next
+  chunk's first WGMMA does not accumulate), as DeepGEMM does; the epilogue reads that
+  fragment. 0 turns it off (bf16 / fp16 default).
 
 M, N, K, L are run-time values: one compiled kernel serves every shape. M, N and K need not
 be multiples of the tile (TMA zero-fills and clips). Operands whose rows are not 16-byte
@@ -43,7 +51,9 @@ fit, an explicit value is clamped to that), ``raster`` and ``swizzle`` (tile ord
 ``split_k`` (1: off; 2 / 4: K is cut into that many slices computed as batches of the
 kernel into an fp32 workspace, then a CuTe kernel sums them in a fixed order and applies the
 epilogue: for few output tiles, e.g. skinny M; ignored for bmm and when K does not split
-into 16-byte aligned slices) and
+into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole interleaved blocks),
+``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
+choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
 default) admit it; bf16 / fp16 tasks: their own precision only).
 """
@@ -60,6 +70,15 @@ from cutegen.codegen.families.template import render_template
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
 _REDUCES = ("sum", "mean", "amax", "logsumexp")
+#: k tiles (of K' = 3 Kp for 3xtf32) per promotion of the WGMMA accumulator into the FADD
+#: fragment (tf32 / 3xtf32 only; 0: off). Default 4: 128 k' of the default tile_k 32, a
+#: chunk of a few hundred products (bf16 / fp16 keep 0: their default 128 x 256 tile has no
+#: registers for a second fragment).
+PROMOTE_CHOICES = [0, 1, 2, 3, 4, 6, 8]
+PROMOTE_DEFAULT = 4
+#: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
+#: promoted) do not fit in the consumers' 232 registers.
+FP32_TILE_N = [64, 128, 192]
 
 
 def _precision(plan: Plan) -> str:
@@ -78,12 +97,14 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     fp32 = precision in ("tf32", "3xtf32")
     values = {"tile_m": 128, "tile_n": 256 if not fp32 else 128, "tile_k": 64 if not fp32 else 32,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
-              "swizzle": 1, "epilogue": "tma", "split_k": 1, "precision": precision}
-    choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256],
+              "swizzle": 1, "epilogue": "tma", "split_k": 1,
+              "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
+              "precision": precision}
+    choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256] if not fp32 else FP32_TILE_N,
                "tile_k": [32, 64, 128] if not fp32 else [16, 32, 64],
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8], "epilogue": ["tma", "direct"],
-               "split_k": [1, 2, 4],
+               "split_k": [1, 2, 4], "promote": PROMOTE_CHOICES if fp32 else [0],
                "precision": ["3xtf32", "tf32"] if precision == "tf32" else [precision]}
     modes = plan.param("precision_modes")  # what the task's tolerance admits, when known
     if modes:

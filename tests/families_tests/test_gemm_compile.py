@@ -12,11 +12,15 @@ DSL is imported here):
   classes matter) and on each VERIFY_SHAPE (M = 1, 127 x 1000 x 520, odd N and K: the pack
   and direct-store paths);
 * every other allowed value of every knob, one knob at a time, on ``gemm_bf16`` and the
-  precision / tile knobs on ``gemm_fp32``.
+  precision / tile / epilogue / split-K / ``promote`` knobs on ``gemm_fp32`` (promotion adds
+  a second fp32 fragment to the consumers' registers: still no spills).
+
+``test_truncating_accumulator_model`` (numpy, no DSL) models why 3xTF32 needs ``promote``.
 """
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +28,7 @@ from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -61,7 +66,8 @@ def _build_cases() -> list[dict]:
         for i, shape in enumerate(gp.shapes(name)):
             cases.append({"name": name, "knobs": {}, "shape": _capped(shape) if i == 0 else shape})
     for name, only in (("gemm_bf16", None), ("gemm_fp32", ("tile_m", "tile_n", "tile_k",
-                                                         "precision", "epilogue"))):
+                                                         "precision", "epilogue", "split_k",
+                                                         "promote"))):
         values, choices = gp.gemm_knobs_of(name)
         main = _capped(gp.shapes(name)[0])
         for knob, allowed in choices.items():
@@ -175,3 +181,112 @@ def test_gemm_compiles_to_hgmma_without_spills(index, compiled):
     if values["epilogue"] == "tma" and "UTMASTG" not in mma:
         # only when the output's rows are not 16-byte aligned (odd N): direct stores
         assert any(op.startswith("STG") for op in gemm[0]["ops"]), gemm[0]["ops"]
+
+
+def test_promote_knob_defaults_and_choices():
+    """``promote`` is on by default for 3xtf32 only; fp32 tiles stop where two accumulator
+    fragments still fit in registers; bf16 / fp16 offer no promotion."""
+    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
+
+    for name in gp.PLANS:
+        values, choices = gp.gemm_knobs_of(name)
+        assert values["promote"] in choices["promote"]
+        if values["precision"] == "3xtf32":
+            assert values["promote"] == PROMOTE_DEFAULT > 0
+        if values["precision"] in ("tf32", "3xtf32"):
+            assert 0 in choices["promote"] and max(choices["tile_n"]) <= 192
+        else:
+            assert values["promote"] == 0 and choices["promote"] == [0]
+
+
+# ---- a CPU model of the truncating tensor-core accumulator (the promotion hypothesis) ----
+
+def _tf32_split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo): hi = x rounded to tf32 the way the pack kernel does, lo = x - hi (fp32)."""
+    hi = ((x.view(np.int32) + np.int32(0x1000)) & np.int32(-8192)).view(np.float32)
+    return hi, (x - hi).astype(np.float32)
+
+
+def _pack_3xtf32(a: np.ndarray, b: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """A' (m, 3K) and B' (3K, n) as the pack kernel lays them out along K: block 0, the old
+    [hi | lo | hi] / [hi ; hi ; lo] segments; else interleaved per ``block`` of K (block j:
+    A_hi, A_lo, A_hi of its k, and B_hi, B_hi, B_lo)."""
+    m, k = a.shape
+    ah, al = _tf32_split(a)
+    bh, bl = _tf32_split(b)
+    pa, pb = (ah, al, ah), (bh, bh, bl)
+    if not block:
+        return np.concatenate(pa, 1), np.concatenate(pb, 0)
+    nb = k // block
+    ap = np.stack([p.reshape(m, nb, block) for p in pa], 2).reshape(m, 3 * k)
+    bp = np.stack([p.reshape(nb, block, -1) for p in pb], 1).reshape(3 * k, -1)
+    return ap, bp
+
+
+def _truncate(x: np.ndarray, bits: int) -> np.ndarray:
+    """x with only its top ``bits`` significand bits, rounded toward zero."""
+    mant, exp = np.frexp(x)
+    return np.ldexp(np.trunc(np.ldexp(mant, bits)), exp - bits)
+
+
+def truncating_tc_gemm(a: np.ndarray, b: np.ndarray, *, bits: int = 24, kstep: int = 8,
+                       promote_k: int = 0) -> np.ndarray:
+    """A MODEL of the hypothesis, not of the hardware: a WGMMA whose accumulator adds each
+    ``kstep`` products (m64nNk8 for TF32) exactly, then keeps only ``bits`` significand bits
+    of the new accumulator, truncating toward zero. ``promote_k`` > 0: every ``promote_k``
+    k' the accumulator is added into an fp32 total with a round-to-nearest FADD and zeroed
+    (the kernel's ``promote`` times tile_k)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    acc = np.zeros((a.shape[0], b.shape[1]))
+    total = np.zeros_like(acc, dtype=np.float32)
+    for s in range(0, a.shape[1], kstep):
+        acc = _truncate(acc + a64[:, s:s + kstep] @ b64[s:s + kstep], bits)
+        if promote_k and (s + kstep) % promote_k == 0:
+            total = (total.astype(np.float64) + acc).astype(np.float32)
+            acc[:] = 0.0
+    return (total.astype(np.float64) + acc).astype(np.float32)
+
+
+def fp32_fma_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Native fp32 (an SGEMM thread's FFMA chain along K, round-to-nearest)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    for k in range(a.shape[1]):
+        acc = (acc + np.outer(a64[:, k], b64[k])).astype(np.float32)
+    return acc
+
+
+def test_truncating_accumulator_model():
+    """Models the hypothesis (NOT the hardware) behind ``promote``: with an accumulator that
+    truncates to fp32's 24 significand bits after each k8 step, 3xTF32 over one accumulator
+    of 3K products (hi*hi first, the lo terms added to a large accumulator) drifts far above
+    fp32 (at 8192^3 this model gives rmse ~1e-2, max ~4e-2: close to the H200's measured
+    7.6e-3 / 3.5e-2), while promoting every ``promote`` k tiles into a round-to-nearest fp32
+    total, with the interleaved packing, is at fp32 level for every allowed value. K = 2048
+    and a 64 x 64 output keep it to about a second."""
+    from cutegen.codegen.families.gemm import PROMOTE_CHOICES, PROMOTE_DEFAULT
+
+    rng = np.random.default_rng(0)
+    m, k, n, tile_k = 64, 2048, 64, 32
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def rmse(c):
+        return math.sqrt(float(((c.astype(np.float64) - ref) ** 2).mean()))
+
+    fp32 = rmse(fp32_fma_gemm(a, b))
+    old = rmse(truncating_tc_gemm(*_pack_3xtf32(a, b, 0)))  # one accumulator over 3K
+    inter = rmse(truncating_tc_gemm(*_pack_3xtf32(a, b, tile_k)))
+    promoted = {p: rmse(truncating_tc_gemm(*_pack_3xtf32(a, b, tile_k), promote_k=p * tile_k))
+                for p in PROMOTE_CHOICES if p}
+    print(f"rmse fp32 {fp32:.3g}, 3xtf32 one accumulator {old:.3g} (interleaved {inter:.3g}), "
+          f"promoted {({p: float(f'{e:.3g}') for p, e in promoted.items()})}")
+    assert old > 10 * fp32  # (a) the bias of truncation grows with the accumulator over K
+    assert inter < old
+    assert promoted[PROMOTE_DEFAULT] <= fp32  # (b) promotion: fp32 level
+    assert all(e <= 1.5 * fp32 for e in promoted.values()), promoted
+    # the interleaved layout only permutes K': the exact product is the segmented one's
+    exact = [x.astype(np.float64) @ y.astype(np.float64)
+             for x, y in (_pack_3xtf32(a, b, tile_k), _pack_3xtf32(a, b, 0))]
+    assert np.allclose(exact[0], exact[1], rtol=0, atol=1e-9)
