@@ -100,6 +100,29 @@ def sass_ops(sass: str) -> dict[str, Counter]:
     return per
 
 
+_MMA_RE = re.compile(r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG)\b")
+
+
+def mma_ops(sass: str) -> dict[str, Counter]:
+    """Per kernel (one ``.text.<kernel>`` section each): counts of the math and TMA
+    instructions the GEMM tests look at (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``,
+    ``UTMALDG``, ``UTMASTG``)."""
+    per: dict[str, Counter] = {}
+    current = None
+    for line in sass.splitlines():
+        m = re.match(r"\s*\.section\s+\.text\.(\S+?),", line)
+        if m:
+            current = m.group(1)
+            per.setdefault(current, Counter())
+            continue
+        if current is None or not re.match(r"\s*/\*[0-9a-f]+\*/", line):
+            continue
+        body = line.split("*/", 1)[1].split(";")[0]
+        for m in _MMA_RE.finditer(body):
+            per[current][m.group(1)] += 1
+    return per
+
+
 def _patch(records: list) -> None:
     import torch
     from cutlass.base_dsl.compiler import CompileCallable
@@ -115,9 +138,11 @@ def _patch(records: list) -> None:
         arts = compiled.artifacts
         resources = cubin_resources(arts.CUBIN) if arts.CUBIN else {}
         ops = sass_ops(arts.SASS or "")
+        mma = mma_ops(arts.SASS or "")
         kernels = {}
         for name in compiled.kernel_info:
-            kernels[name] = {**resources.get(name, {}), "ops": dict(ops.get(name, {}))}
+            kernels[name] = {**resources.get(name, {}), "ops": dict(ops.get(name, {})),
+                             "mma": dict(mma.get(name, {}))}
         records.append({"seconds": round(seconds, 3), "kernels": kernels})
         return lambda *a, **k: None
 

@@ -6,7 +6,8 @@ CASES.json is a list of ``{"file": CANDIDATE.py, "init": [...], "inputs": [{"sha
 "dtype": "bfloat16", "offset": 0}]}``. For each case the candidate is imported from its file
 and ``ModelNew(*init)(*inputs)`` runs on CPU tensors with the DSL's compile wrapped as in
 ``tests/codegen_tests/seed_compile_driver.py`` (whose helpers this reuses): each compiled
-kernel's register count, stack frame and SASS memory-op counts are recorded and nothing is
+kernel's register count, stack frame, SASS memory-op counts and math / TMA instruction counts
+(``mma``: HGMMA.<shape>.<types>, HMMA, FFMA, UTMALDG, UTMASTG) are recorded and nothing is
 launched. Output: ``{"cases": [{"error": str | None, "compiles": [...]}]}``.
 """
 

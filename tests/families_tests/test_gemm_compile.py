@@ -3,7 +3,7 @@ tensor cores (``HGMMA.64xNxK`` of the plan's precision, no ``HMMA``), TMA loads
 (``UTMALDG``), no local memory (no LDL/STL, zero stack frame) in any kernel.
 
 ``test_rendered_file_declares_family_knobs_and_precision`` needs no DSL (rendering only).
-Compile cases (run by ``gemm_compile_driver.py`` in two child processes at once, so nothing of the
+Compile cases (run by ``family_compile_driver.py`` in two child processes at once, so nothing of the
 DSL is imported here):
 
 * the default candidate of every hand-built plan (``gemm_plans.py``: bf16 / fp16 / tf32 /
@@ -44,7 +44,7 @@ def _gemm_plans():
 
 
 gp = _gemm_plans()
-DRIVER = Path(__file__).with_name("gemm_compile_driver.py")
+DRIVER = Path(__file__).with_name("family_compile_driver.py")
 #: SASS type suffix of the HGMMA per precision (fp16 inputs carry none).
 _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 _CAP = 1024
