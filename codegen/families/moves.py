@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
 from cutegen.codegen.families.recognize import recognize_task
 from cutegen.codegen.families.render import can_split, knobs, render
@@ -304,6 +305,12 @@ def gemm_moves(ctx: RewriteContext, code: str, tunables: dict) -> Iterator[Propo
         child = set_tunable(code, name, new)
         if name == "precision":  # keep the declaration the Evaluation records in step
             child = _PRECISION_LINE.sub(f"PRECISION = {new!r}", child, count=1)
+            promote = tunables.get("promote")
+            if (new == "3xtf32" and promote is not None and promote.value == 0
+                    and PROMOTE_DEFAULT in promote.choices):
+                # 3xTF32 is only fp32-accurate with promoted accumulators (gemm.py)
+                child = set_tunable(child, "promote", PROMOTE_DEFAULT)
+                params["promote"] = PROMOTE_DEFAULT
         return Proposal(CandidateSource(child, f"builtin:{desc}"),
                         Move(kind, desc, "cheap", params))
 

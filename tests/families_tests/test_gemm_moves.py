@@ -71,8 +71,10 @@ def test_moves_change_one_knob_within_its_choices(name):
         assert p.move.kind in ("tunable", "precision") and p.move.cost == "cheap"
         knob = p.move.params["name"]
         assert p.move.params["family"] == "gemm"
-        assert _changed(parent.code, p.candidate.code) == {
-            knob: (p.move.params["from"], p.move.params["to"])}
+        expected = {knob: (p.move.params["from"], p.move.params["to"])}
+        if "promote" in p.move.params:  # a move to 3xtf32 turns promotion on with it
+            expected["promote"] = (0, p.move.params["promote"])
+        assert _changed(parent.code, p.candidate.code) == expected
         assert p.move.params["to"] in tun[knob].choices
         assert (p.move.kind == "precision") == (knob == "precision")
         assert knob in p.move.description
@@ -101,9 +103,12 @@ def test_precision_follows_the_tolerance(name, modes):
     precision = [p for p in got if "precision" in _changed(parent.code, p.candidate.code)]
     assert {p.move.params["to"] for p in precision} == set(modes) - {modes[-1]}
     assert all(p.move.kind == "precision" for p in precision)
-    # the PRECISION declaration (what the Evaluation records) follows the knob
+    # the PRECISION declaration (what the Evaluation records) follows the knob, and 3xTF32
+    # comes with promoted accumulators (it is not fp32-accurate without them on the H200)
     for p in precision:
         assert f"\nPRECISION = {p.move.params['to']!r}\n" in p.candidate.code
+        if p.move.params["to"] == "3xtf32":
+            assert parse_tunables(p.candidate.code)["promote"].value > 0
 
 
 def test_a_widened_precision_choice_is_never_taken_for_a_strict_fp32_task():
