@@ -12,10 +12,10 @@ plan is rendered (and its knobs listed) by :mod:`~cutegen.codegen.families.gemm`
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, field
 
 from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
-from cutegen.codegen.families.plan import Chain, Leaf, Plan
+from cutegen.codegen.families.operands import Operands, source, wrapped
+from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
@@ -79,60 +79,13 @@ def can_split(plan: Plan) -> bool:
     return not any("%in" in n.args for n in plan.epilogue.nodes) and plan.epilogue.result != "%in"
 
 
-@dataclass
-class _Operands:
-    """The operand lists of one kernel launch and how its chain functions read them."""
-
-    vec: list[str] = field(default_factory=list)
-    full: list[bool] = field(default_factory=list)
-    rows: list[str] = field(default_factory=list)
-    row_kinds: list[bool] = field(default_factory=list)
-    scalars: list[str] = field(default_factory=list)
-    access: dict[str, str] = field(default_factory=dict)
-
-    def add(self, lf: Leaf, expr: str) -> None:
-        if lf.name in self.access:
-            return
-        if lf.kind in ("full", "col"):
-            self.access[lf.name] = f"v[{len(self.vec)}]"
-            self.vec.append(expr)
-            self.full.append(lf.kind == "full")
-        elif lf.kind in ("row", "scalar"):
-            self.access[lf.name] = f"r[{len(self.rows)}]"
-            self.rows.append(expr)
-            self.row_kinds.append(lf.kind == "row")
-        else:
-            self.access[lf.name] = f"s[{len(self.scalars)}]"
-            self.scalars.append(expr)
-
-    def args(self) -> str:
-        return (f"[{', '.join(self.vec)}], {tuple(self.full)!r}, [{', '.join(self.rows)}], "
-                f"{tuple(self.row_kinds)!r}, [{', '.join(self.scalars)}]")
-
-
-def _source(lf: Leaf) -> str:
-    if lf.source == "input":
-        return lf.ref
-    if lf.source == "param":
-        return f"self.{lf.ref}.detach()"
-    return f"float(self.{lf.ref})"
-
-
-def _wrapped(lf: Leaf) -> str:
-    """The forward expression giving leaf ``lf`` in the kernel's layout."""
-    src = _source(lf)
-    return {"full": f"_as_full({src}, shape, n_rows, n_cols)",
-            "col": f"_as_cols({src}, n_cols)", "row": f"_as_rows({src}, n_rows)",
-            "scalar": f"_as_one({src})"}.get(lf.kind, src)
-
-
-def _operands(plan: Plan, names: list[str], first: tuple[str, str] | None = None) -> _Operands:
-    ops = _Operands()
+def _operands(plan: Plan, names: list[str], first: tuple[str, str] | None = None) -> Operands:
+    ops = Operands()
     if first is not None:  # (leaf name, expression) of the kernel's main operand
         ops.add(plan.leaf(first[0]), first[1])
     for n in names:
         lf = plan.leaf(n)
-        ops.add(lf, _wrapped(lf))
+        ops.add(lf, wrapped(lf))
     return ops
 
 
@@ -207,7 +160,7 @@ def _frame_lines(plan: Plan) -> list[str]:
     """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output."""
     k = plan.param("k", 1)
     alloc, _ = _out_view(plan)
-    return [f"main = {_source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
+    return [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
             f"n_cols = math.prod(shape[len(shape) - {k}:])",
             "n_rows = main.numel() // max(n_cols, 1)", alloc,
             "if main.numel() == 0:", "    return out"]
@@ -231,15 +184,15 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     """(chain functions, forward lines) launching the family kernel of ``plan`` with its main
     operand read from ``first`` and its result written to ``view``."""
     extra = [plan.param(n) for n in ("weight", "bias") if plan.param(n)]
-    ops = _Operands()
+    ops = Operands()
     if plan.param("target"):
         t = plan.leaf(plan.param("target"))
         ops.access[t.name] = "r[0]"
-        ops.rows.append(f"_as_rows({_source(t)}, n_rows)")
+        ops.rows.append(f"_as_rows({source(t)}, n_rows)")
         ops.row_kinds.append(True)
     ops.add(plan.leaf(plan.main), first)
     for n in list(plan.prologue.leaves()) + extra + list(plan.epilogue.leaves()):
-        ops.add(plan.leaf(n), _wrapped(plan.leaf(n)))
+        ops.add(plan.leaf(n), wrapped(plan.leaf(n)))
     funcs = [chain_function("_prologue", plan.prologue, ops.access,
                             doc="The fused prologue: the value the kernel's op consumes."),
              chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
@@ -305,11 +258,11 @@ def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     funcs += f2
     lines += launch
     if not plan.epilogue.empty:
-        post = _Operands()
+        post = Operands()
         post.vec.append(mid)
         post.full.append(True)
         for n in plan.epilogue.leaves():
-            post.add(plan.leaf(n), _wrapped(plan.leaf(n)))
+            post.add(plan.leaf(n), wrapped(plan.leaf(n)))
         funcs.append(chain_function("_post", plan.epilogue, post.access, y="v[0]",
                                     doc="The epilogue, as a kernel of its own."))
         lines.append(f"_pw_launch(_post, {post.args()}, {view})")

@@ -1,0 +1,67 @@
+"""How a rendered candidate passes a plan's leaves to its kernels (shared by the renderers).
+
+A kernel launch takes its operands in three lists: ``v`` (tensors per element or per column,
+with a parallel tuple saying which are full), ``r`` (tensors with one value per row or one
+value in all, with a tuple saying which are per row) and ``s`` (Python numbers read at run
+time). :class:`Operands` collects them in first-use order and records, for each leaf, the
+expression a chain function reads it by (``v[0]``, ``r[1]``, ``s[0]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cutegen.codegen.families.plan import Leaf
+
+
+@dataclass
+class Operands:
+    """The operand lists of one kernel launch and how its chain functions read them."""
+
+    vec: list[str] = field(default_factory=list)
+    full: list[bool] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+    row_kinds: list[bool] = field(default_factory=list)
+    scalars: list[str] = field(default_factory=list)
+    access: dict[str, str] = field(default_factory=dict)
+
+    def add(self, lf: Leaf, expr: str) -> None:
+        """Pass leaf ``lf`` as the forward expression ``expr`` (once; later adds are no-ops)."""
+        if lf.name in self.access:
+            return
+        if lf.kind in ("full", "col"):
+            self.access[lf.name] = f"v[{len(self.vec)}]"
+            self.vec.append(expr)
+            self.full.append(lf.kind == "full")
+        elif lf.kind in ("row", "scalar"):
+            self.access[lf.name] = f"r[{len(self.rows)}]"
+            self.rows.append(expr)
+            self.row_kinds.append(lf.kind == "row")
+        else:
+            self.access[lf.name] = f"s[{len(self.scalars)}]"
+            self.scalars.append(expr)
+
+    def args(self) -> str:
+        """The five launch arguments as source: vec, full, rows, row_kinds, scalars."""
+        return (f"[{', '.join(self.vec)}], {tuple(self.full)!r}, [{', '.join(self.rows)}], "
+                f"{tuple(self.row_kinds)!r}, [{', '.join(self.scalars)}]")
+
+
+def source(lf: Leaf) -> str:
+    """The forward expression reading leaf ``lf`` as the model holds it."""
+    if lf.source == "input":
+        return lf.ref
+    if lf.source == "param":
+        return f"self.{lf.ref}.detach()"
+    if lf.source == "const":
+        return f"float({lf.ref})"
+    return f"float(self.{lf.ref})"
+
+
+def wrapped(lf: Leaf, shape: str = "shape") -> str:
+    """The forward expression giving leaf ``lf`` in the kernel's (n_rows, n_cols) layout;
+    ``shape`` names the forward variable holding the full operand's shape."""
+    src = source(lf)
+    return {"full": f"_as_full({src}, {shape}, n_rows, n_cols)",
+            "col": f"_as_cols({src}, n_cols)", "row": f"_as_rows({src}, n_rows)",
+            "scalar": f"_as_one({src})"}.get(lf.kind, src)
