@@ -135,3 +135,33 @@ def shapes(name: str, *, max_rows: int = 512) -> list[dict]:
         out.append({"label": label, "init": init, "inputs": specs})
     return out
 
+
+
+def compile_jobs(jobs: list[dict], root: Path, n_cases: int) -> list[dict]:
+    """Compile ``jobs`` (``{"file", "init", "inputs", "index"}``) for sm_90a in two child
+    processes of ``family_compile_driver.py`` at once; one result per case index."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    halves = [jobs[0::2], jobs[1::2]]
+    procs = []
+    for k, half in enumerate(halves):
+        cases_file = root / f"cases_{k}.json"
+        cases_file.write_text(json.dumps(half))
+        dump = root / f"dump_{k}"
+        dump.mkdir(exist_ok=True)
+        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin,sass",
+                   CUTE_DSL_DUMP_DIR=str(dump), CUTE_DSL_NO_CACHE="1")
+        procs.append(subprocess.Popen(
+            [sys.executable, str(HERE / "family_compile_driver.py"), str(cases_file)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    out: list = [None] * n_cases
+    for half, proc in zip(halves, procs, strict=True):
+        stdout, stderr = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, stderr[-4000:]
+        results = json.loads(stdout.strip().splitlines()[-1])["cases"]
+        for job, res in zip(half, results, strict=True):
+            out[job["index"]] = res
+    return out

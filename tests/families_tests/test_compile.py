@@ -18,8 +18,6 @@ once, so nothing of the DSL is imported here):
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from functools import cache
 from importlib.util import find_spec
@@ -41,7 +39,6 @@ def _famdata():
 
 
 fd = _famdata()
-DRIVER = Path(__file__).with_name("family_compile_driver.py")
 _ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 _KNOB_TASKS = ("softmax_bf16", "layernorm_fp32", "cumsum_bf16", "gelu_scale_bias_fp32")
 
@@ -100,25 +97,7 @@ def _results(root: str) -> list[dict]:
             files[key] = str(path)
         jobs.append({"file": files[key], "init": c["shape"]["init"],
                      "inputs": c["shape"]["inputs"], "index": i})
-    halves = [jobs[0::2], jobs[1::2]]
-    procs = []
-    for k, half in enumerate(halves):
-        cases_file = root_p / f"cases_{k}.json"
-        cases_file.write_text(json.dumps(half))
-        dump = root_p / f"dump_{k}"
-        dump.mkdir(exist_ok=True)
-        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin,sass",
-                   CUTE_DSL_DUMP_DIR=str(dump), CUTE_DSL_NO_CACHE="1")
-        procs.append(subprocess.Popen([sys.executable, str(DRIVER), str(cases_file)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env))
-    out: list[dict | None] = [None] * len(CASES)
-    for half, proc in zip(halves, procs, strict=True):
-        stdout, stderr = proc.communicate(timeout=1800)
-        assert proc.returncode == 0, stderr[-4000:]
-        results = json.loads(stdout.strip().splitlines()[-1])["cases"]
-        for job, res in zip(half, results, strict=True):
-            out[job["index"]] = res
+    out = fd.compile_jobs(jobs, root_p, len(CASES))
     (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
     return out  # type: ignore[return-value]
 

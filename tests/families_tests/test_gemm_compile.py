@@ -21,8 +21,6 @@ DSL is imported here):
 import importlib.util
 import json
 import math
-import os
-import subprocess
 import sys
 from functools import cache
 from importlib.util import find_spec
@@ -43,8 +41,18 @@ def _gemm_plans():
     return sys.modules[name]
 
 
+def _famdata():
+    name = "_cutegen_famdata"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 gp = _gemm_plans()
-DRIVER = Path(__file__).with_name("family_compile_driver.py")
+fd = _famdata()
 #: SASS type suffix of the HGMMA per precision (fp16 inputs carry none).
 _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 _CAP = 1024
@@ -101,25 +109,7 @@ def _results(root: str) -> list[dict]:
             files[key] = str(path)
         jobs.append({"file": files[key], "init": c["shape"]["init"],
                      "inputs": c["shape"]["inputs"], "index": i})
-    halves = [jobs[0::2], jobs[1::2]]
-    procs = []
-    for k, half in enumerate(halves):
-        cases_file = root_p / f"cases_{k}.json"
-        cases_file.write_text(json.dumps(half))
-        dump = root_p / f"dump_{k}"
-        dump.mkdir(exist_ok=True)
-        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin,sass",
-                   CUTE_DSL_DUMP_DIR=str(dump), CUTE_DSL_NO_CACHE="1")
-        procs.append(subprocess.Popen([sys.executable, str(DRIVER), str(cases_file)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env))
-    out: list[dict | None] = [None] * len(CASES)
-    for half, proc in zip(halves, procs, strict=True):
-        stdout, stderr = proc.communicate(timeout=1800)
-        assert proc.returncode == 0, stderr[-4000:]
-        results = json.loads(stdout.strip().splitlines()[-1])["cases"]
-        for job, res in zip(half, results, strict=True):
-            out[job["index"]] = res
+    out = fd.compile_jobs(jobs, root_p, len(CASES))
     (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
     return out  # type: ignore[return-value]
 
