@@ -31,6 +31,20 @@ _SIZE_NAMES = ("batch_size",)
 
 
 
+
+#: GPU memory the reference worker may keep cached between comparisons.
+_KEEP_CACHED_BYTES = 4 * 2**30
+
+
+def _release_cached_memory(keep: int = _KEEP_CACHED_BYTES) -> None:
+    """Hand cached GPU memory back after a comparison when it exceeds ``keep``: the float64
+    references of a large task reach tens of GiB (48 GiB for softmax_long_bf16 on the H200),
+    and the candidate worker shares the GPU with this process."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.memory_reserved() > keep:
+        torch.cuda.empty_cache()
+
 class TaskFault(Exception):
     """The task itself is unusable (reported to the user as a TaskError)."""
 
@@ -239,6 +253,8 @@ class Reference:
         except (OSError, ValueError) as e:
             return {"passed": False, "reason": f"unreadable output file: {e}"}
         c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
+        del cand, ref64, native
+        _release_cached_memory()
         return {"passed": c.passed, "reason": c.reason, "max_abs_err": c.max_abs_err,
                 "max_rel_err": c.max_rel_err, "rmse": c.rmse, "ref_rmse": c.ref_rmse}
 

@@ -318,3 +318,19 @@ def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():
     assert foreign_pids(devices, worker={10}, own={11, 99}) == set()
     assert foreign_pids(devices, worker={77}, own=set()) is None  # cannot tell: no flag
     assert foreign_pids({}, worker={10}, own=set()) is None
+
+
+def test_reference_worker_hands_back_cached_gpu_memory_above_the_threshold(monkeypatch):
+    # on the H200 a softmax_long_bf16 reference worker kept ~48 GiB cached between trials,
+    # beside the candidate's worker on the same GPU
+    from cutegen.codegen import refworker
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty"))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 48 * 2**30)
+    refworker._release_cached_memory()
+    assert calls == ["empty"]
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 2**30)
+    refworker._release_cached_memory()
+    assert calls == ["empty"]  # 1 GiB cached: kept for the next trial
