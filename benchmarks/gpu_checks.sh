@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU checks still owed by open issues, as named steps, each bounded in time, each
+# writing its log (and tables) into OUTDIR. Run from the repository root on the GPU machine
+# after `source .dsl/activate.sh && python3 -m pip install -q --no-deps --no-build-isolation -e .`:
+#
+#     bash benchmarks/gpu_checks.sh OUTDIR STEP [STEP ...]
+#
+# Steps (approximate H200 minutes):
+#   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~5
+#   gemm-search    built-in searches on three GEMM+epilogue tasks, 8 evaluations each   ~6
+#   families-rest  the families' GPU cases fixed on 2026-11-30, cumsum / GELU bench   ~4
+#   ce-bf16        a search on cross_entropy_bf16 with ncu at depth 1 (issue 4's miss)  ~5
+#   profiling      softmax_bf16 with profiling at depth 2, then without (issue 7)      ~6
+#   sanitizer      the example plugin (compute-sanitizer gate) in a search (issue 7)   ~2
+#   bench-tierA    cutegen bench tierA (9 bf16 tasks), 3 evaluations each (issue 8)     ~10
+# Steps that need two GPUs (issue 9) are in benchmarks/pool_throughput.py.
+set -u
+out=${1:?usage: gpu_checks.sh OUTDIR STEP [STEP ...]}
+shift
+mkdir -p "$out"
+db="$out/checks.db"
+py=python3
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s): $*" | tee -a "$out/steps.log"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >>"$out/$name.log" 2>&1
+  echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
+}
+
+for s in "$@"; do
+  case $s in
+    gemm-fp32)
+      step gemm_fp32_test 200 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
+        -k "fp32 or tf32" -p no:cacheprovider
+      step gemm_bench 280 $py benchmarks/bench_gemm.py --out "$out/bench_gemm" ;;
+    gemm-search)
+      for t in gemm_bias_relu_bf16 gemm_bias_gelu_bf16 gemm_scale_residual_bf16; do
+        step "search_$t" 150 $py -m cutegen search "$t" --max-evals 8 --db "$db" --run "$t"
+      done ;;
+    families-rest)
+      step families_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "cumprod or argmax or cross_entropy or softmax_fp32"
+      step families_bench 200 $py benchmarks/bench_families.py --strategies default --calibrate \
+        --only cumsum,gelu --out "$out/bench_families" ;;
+    ce-bf16)
+      step search_ce_bf16 300 $py -m cutegen search cross_entropy_bf16 --max-evals 10 \
+        --profile-depth 1 --profilers ncu,sass --db "$db" --run ce_bf16
+      step show_ce_bf16 60 $py -m cutegen status ce_bf16 --db "$db" ;;
+    profiling)
+      step search_prof 200 $py -m cutegen search softmax_bf16 --max-evals 10 --seed 3 \
+        --profile-depth 2 --profilers ncu,sass,energy --db "$db" --run sm_prof
+      step search_noprof 160 $py -m cutegen search softmax_bf16 --max-evals 10 --seed 3 \
+        --profiling off --db "$db" --run sm_noprof
+      step status_prof 60 $py -m cutegen status sm_prof --db "$db"
+      step status_noprof 60 $py -m cutegen status sm_noprof --db "$db" ;;
+    sanitizer)
+      step sanitizer_install 60 $py -m pip install -q --no-deps --no-build-isolation \
+        plugins/examples/cutegen-sanitizer
+      step sanitizer_plugins 60 $py -m cutegen plugins
+      step search_sanitizer 120 $py -m cutegen search softmax_fp32 --max-evals 2 \
+        --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
+    bench-tierA)
+      step bench_tierA 580 $py -m cutegen bench tierA --max-evals 3 --db "$db" \
+        --out "$out/bench_tierA" ;;
+    *)
+      echo "unknown step: $s" | tee -a "$out/steps.log" ;;
+  esac
+done
+cp "$db" "$out/" 2>/dev/null || true
