@@ -82,31 +82,9 @@ def cubin_resources(cubin: bytes) -> dict[str, dict[str, int]]:
     return out
 
 
-def sass_ops(sass: str) -> dict[str, Counter]:
-    """Memory-op counts per kernel, from the nvdisasm text (one .text.<kernel> per kernel)."""
-    per: dict[str, Counter] = {}
-    current = None
-    for line in sass.splitlines():
-        m = re.match(r"\s*\.section\s+\.text\.(\S+?),", line)
-        if m:
-            current = m.group(1)
-            per.setdefault(current, Counter())
-            continue
-        if current is None or not re.match(r"\s*/\*[0-9a-f]+\*/", line):
-            continue
-        body = line.split("*/", 1)[1]
-        for m in _OP_RE.finditer(body.split(";")[0]):
-            per[current][m.group(1) + (m.group(2) or "")] += 1
-    return per
-
-
-_MMA_RE = re.compile(r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG)\b")
-
-
-def mma_ops(sass: str) -> dict[str, Counter]:
-    """Per kernel (one ``.text.<kernel>`` section each): counts of the math and TMA
-    instructions the GEMM tests look at (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``,
-    ``UTMALDG``, ``UTMASTG``)."""
+def _count_per_kernel(sass: str, pattern: re.Pattern, key) -> dict[str, Counter]:
+    """Counts of ``key(match)`` over the instructions of each kernel of an nvdisasm listing
+    (one ``.text.<kernel>`` section per kernel; only the opcode part of each line)."""
     per: dict[str, Counter] = {}
     current = None
     for line in sass.splitlines():
@@ -118,9 +96,23 @@ def mma_ops(sass: str) -> dict[str, Counter]:
         if current is None or not re.match(r"\s*/\*[0-9a-f]+\*/", line):
             continue
         body = line.split("*/", 1)[1].split(";")[0]
-        for m in _MMA_RE.finditer(body):
-            per[current][m.group(1)] += 1
+        for m in pattern.finditer(body):
+            per[current][key(m)] += 1
     return per
+
+
+def sass_ops(sass: str) -> dict[str, Counter]:
+    """Memory-op counts per kernel (the width suffix kept: LDG.E.128)."""
+    return _count_per_kernel(sass, _OP_RE, lambda m: m.group(1) + (m.group(2) or ""))
+
+
+_MMA_RE = re.compile(r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG)\b")
+
+
+def mma_ops(sass: str) -> dict[str, Counter]:
+    """Per kernel: counts of the math and TMA instructions the GEMM tests look at
+    (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG``, ``UTMASTG``)."""
+    return _count_per_kernel(sass, _MMA_RE, lambda m: m.group(1))
 
 
 def _patch(records: list) -> None:

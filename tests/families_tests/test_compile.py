@@ -16,29 +16,16 @@ once, so nothing of the DSL is imported here):
   (the product is in the thousands); the search's moves change one knob at a time too.
 """
 
-import importlib.util
 import json
-import sys
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.candidate import parse_tunables
 
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _famdata()
 _ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 _KNOB_TASKS = ("softmax_bf16", "layernorm_fp32", "cumsum_bf16", "gelu_scale_bias_fp32")
 

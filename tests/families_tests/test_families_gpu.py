@@ -17,12 +17,11 @@ and details and each trial's errors, and ``runs/families_gpu/summary*.jsonl`` (o
 line per case (verdict, errors, median time, fraction of the roofline, kernels, registers).
 """
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
@@ -30,18 +29,6 @@ from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _famdata()
 OUT = fd.ROOT / "runs" / "families_gpu"
 #: One summary file per pytest-xdist worker (``-n N`` runs cases side by side on the GPU).
 SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"

@@ -18,41 +18,17 @@ DSL is imported here):
 ``test_truncating_accumulator_model`` (numpy, no DSL) models why 3xTF32 needs ``promote``.
 """
 
-import importlib.util
 import json
 import math
-import sys
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
+import _cutegen_gemm_plans as gp  # registered by conftest.py
 import numpy as np
 import pytest
 
-
-def _gemm_plans():
-    name = "_cutegen_gemm_plans"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name,
-                                                      Path(__file__).with_name("gemm_plans.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-gp = _gemm_plans()
-fd = _famdata()
 #: SASS type suffix of the HGMMA per precision (fp16 inputs carry none).
 _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 _CAP = 1024

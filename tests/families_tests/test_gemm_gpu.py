@@ -16,11 +16,9 @@ Every case is its own test, keeps its candidate in ``runs/gemm_gpu/`` (reproduce
 (verdict, errors, median time, kernels).
 """
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+import _cutegen_gemm_plans as gp  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
@@ -28,19 +26,6 @@ from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
-
-def _gemm_plans():
-    name = "_cutegen_gemm_plans"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name,
-                                                      Path(__file__).with_name("gemm_plans.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-gp = _gemm_plans()
 OUT = gp.ROOT / "runs" / "gemm_gpu"
 pytestmark = pytest.mark.gpu
 

@@ -2,25 +2,11 @@
 tasks give the expected operand layouts, epilogue and reduction; ``rec_neg_*`` tasks (and a
 softmax / transpose outside a GEMM) are not covered, with a message naming the op."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
+import _cutegen_gemm_plans as gp  # registered by conftest.py
 import pytest
-
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _famdata()
 
 _MM = {"a_major": "k", "b_major": "n", "batched": False, "reduce": "", "reduce_keepdim": False}
 _LIN = dict(_MM, b_major="k")
@@ -206,38 +192,17 @@ def test_gemm_ops_outside_a_gemm_are_not_covered(tmp_path, body, word):
     assert not rec.covered and word in rec.not_covered.message
 
 
-def _gemm_plans():
-    """The GEMM kernel tests' hand-built plans (None while that module cannot load)."""
-    name = "_cutegen_gemm_plans"
-    if name not in sys.modules:
-        path = Path(__file__).with_name("gemm_plans.py")
-        if not path.is_file():
-            return None
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except ImportError:
-            return None
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
 _SHARED = ("a_major", "b_major", "batched", "reduce", "reduce_keepdim", "precision_default")
-_HAND = sorted(getattr(_gemm_plans(), "PLANS", {}))
 
 
-@pytest.mark.parametrize("name", _HAND or [pytest.param("-", marks=pytest.mark.skip(
-    reason="the GEMM kernel's hand-built plans (gemm_plans.py) are not available"))])
+@pytest.mark.parametrize("name", sorted(gp.PLANS))
 def test_recognition_agrees_with_the_kernels_hand_built_plans(name):
     """The GEMM kernel's tests build their plans by hand for their task files: recognising
     those files must give the same layout, batching, reduction, precision and epilogue ops."""
     from cutegen.codegen.families.capture import capture_in_process
     from cutegen.codegen.families.recognize import recognize
 
-    hand, path = _gemm_plans().PLANS[name]
-    if not Path(path).is_file():
-        pytest.skip(f"{path} is not there yet")
+    hand, path = gp.PLANS[name]
     rec = recognize(capture_in_process(path))
     assert rec.covered, rec.not_covered
     plan = rec.plans[0]

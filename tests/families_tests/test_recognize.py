@@ -1,24 +1,9 @@
 """Recognition: every bundled task is matched to the right family (or named as not covered),
 fused prologues / epilogues are found, and uncovered tasks get a message naming the op."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
-
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _famdata()
 
 #: Our extra tasks: name -> (family, op, prologue ops, epilogue ops, params that must hold).
 EXTRA = {

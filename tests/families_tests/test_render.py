@@ -3,10 +3,8 @@
 in, a FAMILY literal, ModelNew with Model's constructor, and the static filter accepts them."""
 
 import ast
-import importlib.util
-import sys
-from pathlib import Path
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.candidate import parse_tunables, set_tunable
@@ -14,18 +12,6 @@ from cutegen.codegen.families.moves import read_family
 from cutegen.codegen.families.template import TemplateError, apply_directives, substitute
 from cutegen.codegen.static import check_source
 
-
-def _famdata():
-    name = "_cutegen_famdata"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_famdata.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fd = _famdata()
 #: Every task's default and unfused variants; every strategy of one task per family (the
 #: strategies of a task differ only in the TUNABLES literal).
 _ALL_STRATEGIES = ("softmax_scale_bias_bf16", "cumsum_reverse_fp32", "swish_gate_bf16")
