@@ -292,3 +292,69 @@ def tree_signature(storage: Any, run_id: int) -> dict[str, list[tuple[Any, ...]]
         "lessons": sorted((x.node_id, x.outcome, x.ratio)
                           for x in storage.get_lessons(run_id=run_id)),
     }
+
+
+class CommitLogChild:
+    """``python SCRIPT ARGS...`` in a child process whose stdout lines and stderr are
+    collected by threads, for kill-and-resume tests: the script prints
+    ``committed <node id> [<state>]`` after every commit, the test kills it at some commit
+    with SIGKILL and checks the store holds every commit it saw."""
+
+    def __init__(self, script: str | Path, *args: str) -> None:
+        import subprocess
+        import sys
+
+        self.lines: list[str] = []
+        self.err: list[str] = []
+        self.proc = subprocess.Popen([sys.executable, str(script), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._threads = [threading.Thread(target=self._read, args=(f, out), daemon=True)
+                         for f, out in ((self.proc.stdout, self.lines),
+                                        (self.proc.stderr, self.err))]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _read(stream: Any, out: list[str]) -> None:
+        for line in stream:
+            out.append(line.strip())
+
+    def wait_for_commits(self, n: int, timeout: float = 30.0) -> None:
+        """Until the child has printed ``n`` commits, exited, or ``timeout`` passed."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            if sum(x.startswith("committed") for x in self.lines) >= n:
+                return
+            time.sleep(0.002)
+
+    def _reap(self, timeout: float | None = None) -> None:
+        self.proc.wait(timeout=timeout)
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def kill(self) -> bool:
+        """SIGKILL (if still running), reap, and return whether it was killed mid-run; a
+        child that had already ended must have ended well."""
+        import signal
+
+        alive = self.proc.poll() is None
+        if alive:
+            self.proc.send_signal(signal.SIGKILL)
+        self._reap()
+        if not alive and self.proc.returncode != 0:
+            raise AssertionError("\n".join(self.err))
+        return alive
+
+    def finish(self, timeout: float = 120.0) -> None:
+        """Wait for a clean exit."""
+        self._reap(timeout)
+        assert self.proc.returncode == 0, "\n".join(self.err)
+
+    def committed(self) -> list[tuple[int, str]]:
+        """(node id, state) of every commit the child printed, in order."""
+        out = []
+        for x in self.lines:
+            parts = x.split()
+            if parts and parts[0] == "committed":
+                out.append((int(parts[1]), parts[2] if len(parts) > 2 else ""))
+        return out

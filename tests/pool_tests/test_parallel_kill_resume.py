@@ -9,67 +9,19 @@ committed twice, every node ends finished) holds.
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from cutegen.search.storage import SqliteStorage
-from cutegen.testing import tree_signature
+from cutegen.testing import CommitLogChild, tree_signature
 
 CHILD = Path(__file__).with_name("_child.py")
 
 
-class Child:
-    """The child search; its stdout lines and stderr are collected by threads."""
-
-    def __init__(self, *args: str) -> None:
-        self.lines: list[str] = []
-        self.err: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, str(CHILD), *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self._threads = [threading.Thread(target=self._read, args=(f, out), daemon=True)
-                         for f, out in ((self.proc.stdout, self.lines),
-                                        (self.proc.stderr, self.err))]
-        for t in self._threads:
-            t.start()
-
-    @staticmethod
-    def _read(stream, out: list[str]) -> None:
-        for line in stream:
-            out.append(line.strip())
-
-    def wait_for_commits(self, n: int, timeout: float = 30.0) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if sum(x.startswith("committed") for x in self.lines) >= n:
-                return
-            time.sleep(0.002)
-
-    def kill(self) -> bool:
-        alive = self.proc.poll() is None
-        if alive:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        for t in self._threads:
-            t.join(timeout=5)
-        if not alive and self.proc.returncode != 0:
-            raise AssertionError("\n".join(self.err))
-        return alive
-
-    def finish(self, timeout: float = 120.0) -> None:
-        self.proc.wait(timeout=timeout)
-        for t in self._threads:
-            t.join(timeout=5)
-        assert self.proc.returncode == 0, "\n".join(self.err)
-
-    def committed(self) -> dict[int, str]:
-        return {int(p[1]): p[2] for p in (x.split() for x in self.lines)
-                if p and p[0] == "committed"}
+def Child(*args: str) -> CommitLogChild:
+    return CommitLogChild(CHILD, *args)
 
 
 def _check(db: Path, committed: dict[int, str]) -> SqliteStorage:

@@ -5,10 +5,6 @@ Also RELIABILITY.md E1 (kill -9 during commits) and E6 (kill between a blob and 
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -16,63 +12,13 @@ import pytest
 
 from cutegen.search import NodeState
 from cutegen.search.storage import SqliteStorage
-from cutegen.testing import tree_signature
+from cutegen.testing import CommitLogChild, tree_signature
 
 CHILD = Path(__file__).with_name("_child.py")
 
 
-class Child:
-    """A child process whose stdout lines and stderr are collected by threads."""
-
-    def __init__(self, *args: str) -> None:
-        self.lines: list[str] = []
-        self.err: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self._threads = [threading.Thread(target=self._read, args=(f, out), daemon=True)
-                         for f, out in ((self.proc.stdout, self.lines),
-                                        (self.proc.stderr, self.err))]
-        for t in self._threads:
-            t.start()
-
-    @staticmethod
-    def _read(stream, out: list[str]) -> None:
-        for line in stream:
-            out.append(line.strip())
-
-    def wait_for_commits(self, n: int, timeout: float = 20.0) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if sum(x.startswith("committed") for x in self.lines) >= n:
-                return
-            time.sleep(0.002)
-
-    def _reap(self, timeout: float | None = None) -> None:
-        self.proc.wait(timeout=timeout)
-        for t in self._threads:
-            t.join(timeout=5)
-
-    def kill(self) -> bool:
-        """SIGKILL (if still running), reap, and return whether it was killed mid-run."""
-        alive = self.proc.poll() is None
-        if alive:
-            self.proc.send_signal(signal.SIGKILL)
-        self._reap()
-        if not alive and self.proc.returncode != 0:
-            raise AssertionError("\n".join(self.err))
-        return alive
-
-    def finish(self, timeout: float = 120.0) -> None:
-        self._reap(timeout)
-        assert self.proc.returncode == 0, "\n".join(self.err)
-
-    def committed(self) -> list[tuple[int, str]]:
-        out = []
-        for x in self.lines:
-            parts = x.split()
-            if parts and parts[0] == "committed":
-                out.append((int(parts[1]), parts[2] if len(parts) > 2 else ""))
-        return out
+def Child(*args: str) -> CommitLogChild:
+    return CommitLogChild(CHILD, *args)
 
 
 def _check_store(db: Path, committed: dict[int, str]) -> SqliteStorage:
