@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gemm.py [--quick] [--runs 30] [--configs default|sweep]
                                     [--out runs/bench_gemm]
+                                    [--parts all|bf16|fp32]
 
 * bf16 C = A @ B (row-major A [M, K], B [K, N], fp32 accumulation) at 4096^3, 8192^3 and two
   LLM-like shapes (M=8192, N=4096, K=14336 and a skinny M=128, N=8192, K=8192): the rendered
@@ -45,7 +46,7 @@ FP32_PROMOTE = [0, 1, 2, 3, 4, 6, 8]
 #: the default candidate (promote 4), every other promote value, then tile / cluster settings;
 #: tile_n 256 only without promotion (two fragments of it do not fit in registers)
 FP32_SWEEP = ([{}] + [{"promote": p} for p in FP32_PROMOTE if p != 4]
-              + [{"tile_n": 192}, {"tile_n": 64}, {"cluster_m": 2}, {"tile_k": 64},
+              + [{"tile_n": 128}, {"tile_n": 64}, {"cluster_m": 2}, {"tile_k": 64},
                  {"tile_n": 256, "promote": 0}])
 FP32_QUICK = [{}, {"promote": 0}]
 _TASK = '''import torch
@@ -262,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--configs", choices=["default", "sweep"], default="sweep")
     ap.add_argument("--out", type=Path, default=None, help="write results.json and results.md")
+    ap.add_argument("--parts", choices=["all", "bf16", "fp32"], default="all",
+                    help="time only the bf16 table or only the fp32 (3xTF32) table")
     args = ap.parse_args(argv)
     import torch
 
@@ -275,9 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     timer = Timer(runs)
     env = _env()
     with tempfile.TemporaryDirectory() as tmp:
-        bf16 = bench_bf16(shapes, configs, timer, Path(tmp))
-        fp32 = bench_fp32(sizes, FP32_SWEEP if configs is SWEEP else FP32_QUICK, timer,
-                          Path(tmp))
+        bf16 = (bench_bf16(shapes, configs, timer, Path(tmp))
+                if args.parts in ("all", "bf16") else [])
+        fp32 = (bench_fp32(sizes, FP32_SWEEP if configs is SWEEP else FP32_QUICK, timer,
+                           Path(tmp)) if args.parts in ("all", "fp32") else [])
     md = _markdown(env, bf16, fp32)
     print(md)
     if args.out:

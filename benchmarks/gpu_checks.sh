@@ -34,12 +34,15 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/N
 for s in "$@"; do
   case $s in
     gemm-fp32)
-      step gemm_fp32_test 200 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
-        -k "fp32 or tf32" -p no:cacheprovider
-      step gemm_bench 280 $py benchmarks/bench_gemm.py --out "$out/bench_gemm" ;;
+      step gemm_fp32_test 180 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
+        -k "fp32 or tf32" -n 4 -p no:cacheprovider
+      cp runs/gemm_gpu/summary*.jsonl "$out/" 2>/dev/null
+      step gemm_bench 300 $py benchmarks/bench_gemm.py --parts fp32 --out "$out/bench_gemm" ;;
     gemm-search)
       for t in gemm_bias_relu_bf16 gemm_bias_gelu_bf16 gemm_scale_residual_bf16; do
-        step "search_$t" 150 $py -m cutegen search "$t" --max-evals 8 --db "$db" --run "$t"
+        step "search_$t" 170 $py -m cutegen search "$t" --max-evals 8 --max-minutes 2.5 \
+          --db "$db" --run "$t"
+        step "status_$t" 30 $py -m cutegen status "$t" --db "$db"
       done ;;
     families-rest)
       step families_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \

@@ -12,11 +12,12 @@ one case per non-default knob value on ``gemm_bf16``, and a few knob values (spl
 epilogues and reductions, clusters, direct stores) on the others.
 
 Every case is its own test, keeps its candidate in ``runs/gemm_gpu/`` (reproduce with
-``cutegen eval TASK FILE``) and appends one JSON line to ``runs/gemm_gpu/summary.jsonl``
+``cutegen eval TASK FILE``) and appends one JSON line to ``runs/gemm_gpu/summary*.jsonl`` (one per xdist worker)
 (verdict, errors, median time, kernels).
 """
 
 import json
+import os
 
 import _cutegen_gemm_plans as gp  # registered by conftest.py
 import pytest
@@ -27,13 +28,15 @@ from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
 OUT = gp.ROOT / "runs" / "gemm_gpu"
+#: One summary file per pytest-xdist worker: a shared one was emptied by each worker's start.
+SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in gp.PLANS]
 _values, _choices = gp.gemm_knobs_of("gemm_bf16")
 CASES += [("gemm_bf16", ((k, v),)) for k, vs in _choices.items() for v in vs
           if v != _values[k]]
-CASES += [("gemm_fp32", (("tile_n", 256),)), ("gemm_fp32", (("tile_m", 64),)),
+CASES += [("gemm_fp32", (("tile_n", 128),)), ("gemm_fp32", (("tile_m", 64),)),
           ("gemm_fp32", (("epilogue", "direct"),)), ("gemm_fp32", (("cluster_m", 2),)),
           ("gemm_fp32", (("split_k", 2),)), ("linear_gelu_bf16", (("split_k", 2),)),
           ("matmul_scale_residual_bf16", (("split_k", 4),)),
@@ -52,7 +55,7 @@ def evaluators():
     from cutegen.codegen.evaluator import LocalEvaluator
 
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "summary.jsonl").write_text("")
+    SUMMARY.write_text("")
     made: dict = {}
 
     def get(name: str):
@@ -84,7 +87,7 @@ def test_gemm_candidate_is_correct(case, evaluators):
                       for tr in ev.trials],
            "median_us": t, "kernels": list(ev.kernels), "flags": list(ev.flags),
            "log_tail": ev.log_tail[-2000:]}
-    with (OUT / "summary.jsonl").open("a") as f:
+    with SUMMARY.open("a") as f:
         f.write(json.dumps(row) + "\n")
     print(f"CASE {_id(case)}: {ev.verdict.value} {t or '-'} us")
     failed = [tr for tr in row["trials"] if not tr["passed"]]

@@ -96,3 +96,18 @@ def test_example_installs_with_pip_and_cutegen_lists_it(tmp_path):
                          capture_output=True, text=True, timeout=300)
     rows = {p["name"]: p for p in json.loads(off.stdout)}
     assert "sanitizer" not in rows or rows["sanitizer"]["blocked"]
+
+
+def test_the_examples_own_tests_pass(tmp_path):
+    """The plugin's tests (its parser on a recorded H200 memcheck log, the contract suite), run
+    the way its author runs them: pytest in its folder with the module importable."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(EXAMPLE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(EXAMPLE), str(EXAMPLE / "tests")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout

@@ -27,19 +27,34 @@ from cutegen.profilers import (
 __version__ = "0.1.0"
 
 CANDIDATES = ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda-*/bin/compute-sanitizer")
-_SUMMARY = re.compile(r"^=+\s*(?:ERROR SUMMARY:\s*(?P<errors>\d+)\s+errors?"
+_SUMMARY = re.compile(r"^=+\s*(?:ERROR SUMMARY:\s*(?P<errors>\d+)\s+errors?\s*$"
                       r"|RACECHECK SUMMARY:.*?\((?P<race>\d+)\s+errors?)", re.IGNORECASE)
+_UNPRINTED = re.compile(r"^=+\s*ERROR SUMMARY:\s*(?P<n>\d+)\s+errors? were not printed",
+                        re.IGNORECASE)
 _FIRST = re.compile(r"^=+\s+(?P<what>(Invalid|Race|Uninitialized|Barrier|Program hit|Misaligned|"
                     r"Out-of-range|Error)\b.*)$")
+#: A failed CUDA API call on the host, not a fault in the kernel: cuda-python and the CuTe DSL
+#: probe driver entry points with cuGetProcAddress, and each probe that fails is reported
+#: (34 per launch on an H200, CUDA 13 driver 580). Not requested (--report-api-errors no),
+#: and never counted as a kernel error when an older sanitizer prints them anyway.
+_API_ERROR = re.compile(r"on CUDA API call to\b")
+#: Arguments for every compute-sanitizer run: host API errors off (above), 20 errors printed.
+SANITIZER_ARGS = ("--report-api-errors", "no", "--print-limit", "20")
 
 
 @dataclass(frozen=True, slots=True)
 class SanitizerResult:
-    """What one compute-sanitizer tool reported: its error count and first error line."""
+    """What one compute-sanitizer tool reported.
+
+    ``errors`` counts the kernel's errors (memory, race, hardware exceptions): the tool's
+    summary less the host API errors it printed (``api_errors``). ``first`` is the first
+    kernel error's line.
+    """
 
     tool: str
     errors: int
     first: str = ""
+    api_errors: int = 0
 
 
 def parse_sanitizer_output(text: str, tool: str) -> SanitizerResult | None:
@@ -51,18 +66,30 @@ def parse_sanitizer_output(text: str, tool: str) -> SanitizerResult | None:
 
     Returns:
         The result, or ``None`` when the output holds no summary line (the tool did not run).
+        Errors that were not printed (``--print-limit``) cannot be told apart and count as
+        kernel errors.
     """
     errors = None
     first = ""
+    api = 0
     for line in text.splitlines():
-        m = _SUMMARY.match(line.strip())
+        line = line.strip()
+        if _UNPRINTED.match(line):
+            continue
+        m = _SUMMARY.match(line)
         if m:
             errors = int(m.group("errors") or m.group("race") or 0)
             continue
-        f = _FIRST.match(line.strip())
-        if f and not first:
+        f = _FIRST.match(line)
+        if f is None:
+            continue
+        if _API_ERROR.search(line):
+            api += 1
+        elif not first:
             first = f.group("what").strip()
-    return None if errors is None else SanitizerResult(tool, errors, first)
+    if errors is None:
+        return None
+    return SanitizerResult(tool, max(errors - api, 0), first, api)
 
 
 def findings(results: list[SanitizerResult]) -> tuple[Finding, ...]:
@@ -71,16 +98,23 @@ def findings(results: list[SanitizerResult]) -> tuple[Finding, ...]:
     for r in results:
         out.append(Finding(f"sanitizer.{r.tool}.errors", r.errors,
                            f"compute-sanitizer {r.tool}: {r.errors} error(s)"))
+        if r.api_errors:
+            out.append(Finding(f"sanitizer.{r.tool}.api_errors", r.api_errors,
+                               f"{r.api_errors} failed CUDA API call(s) on the host "
+                               "(not kernel errors)"))
         if r.first:
             out.append(Finding(f"sanitizer.{r.tool}.first", r.first[:300]))
     bad = [r for r in results if r.errors]
     if bad:
         total = sum(r.errors for r in bad)
         first = next((r.first for r in bad if r.first), "")
-        out.append(Finding("hint.memory_safety", total,
-                           f"compute-sanitizer found {total} error(s)"
-                           + (f" ({first[:120]})" if first else "")
-                           + ": fix out-of-bounds indexing, guard partial tiles, add missing barriers"))
+        if first:
+            text = (f"compute-sanitizer found {total} error(s) ({first[:120]}): fix "
+                    "out-of-bounds indexing, guard partial tiles, add missing barriers")
+        else:  # only errors past --print-limit: their kind is unknown
+            text = (f"compute-sanitizer counted {total} error(s) it did not print: run "
+                    "`cutegen sanitize` on the candidate to see them before trusting it")
+        out.append(Finding("hint.memory_safety", total, text))
     return tuple(out)
 
 
@@ -114,7 +148,7 @@ class SanitizerProfiler:
         with log.open("w") as fh:
             for i, tool in enumerate(self.tools):
                 left = (t0 + timeout_s - time.monotonic()) / (len(self.tools) - i)
-                run = run_tool([binary, "--tool", tool, "--print-limit", "20", *target.launch_argv],
+                run = run_tool([binary, "--tool", tool, *SANITIZER_ARGS, *target.launch_argv],
                                timeout_s=max(left, 1.0), env=target.child_env(), cwd=target.workdir)
                 fh.write(f"# {tool}: {run.describe()}\n{run.stdout}{run.stderr}\n")
                 if run.timed_out:
@@ -149,7 +183,7 @@ def register_commands(cli: click.Group) -> None:
         binary = SanitizerProfiler()._find()
         if binary is None:
             raise click.ClickException("compute-sanitizer not found (it ships with the CUDA toolkit)")
-        run = run_tool([binary, "--tool", tool, "--print-limit", "20", *command], timeout_s=timeout_s)
+        run = run_tool([binary, "--tool", tool, *SANITIZER_ARGS, *command], timeout_s=timeout_s)
         parsed = parse_sanitizer_output(run.stdout + "\n" + run.stderr, tool)
         click.echo(json.dumps({"tool": tool, "returncode": run.returncode, "timed_out": run.timed_out,
                                "errors": parsed.errors if parsed else None,
