@@ -50,6 +50,7 @@ border:1px solid #e2e4e8;border-radius:8px;width:620px;max-width:100%}
 max-height:900px;padding:6px}
 table{border-collapse:collapse;background:#fff;margin:6px 0 10px;font-size:13px}
 th,td{border:1px solid #e2e4e8;padding:4px 8px;text-align:left;vertical-align:top}
+details td{overflow-wrap:anywhere}
 th{background:#f0f2f5;font-weight:600}table.kv th{white-space:nowrap;width:1%}td.n{text-align:right;font-variant-numeric:tabular-nums}
 pre{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:10px;overflow:auto;
 font:12px/1.4 ui-monospace,'DejaVu Sans Mono',monospace;max-height:720px}
@@ -164,16 +165,34 @@ def _path(r: RunReport) -> str:
              "; ".join(s.guidance) or "-") for s in r.path]
     out = table(["node", "move", "verdict", "median time", "vs eager", "vs parent",
                  "profiler guidance"], rows, numeric=(0, 3, 4, 5))
-    finds = [(s.node_id, p, kv, summ) for s in r.path for p, kv, summ in s.findings]
     status = [f"node {s.node_id}: {x}" for s in r.path for x in s.profiler_status]
-    if finds:
-        out += "<h3>Profile findings along the path</h3>" + table(
-            ["node", "profiler", "finding", "summary"], finds)
+    if any(s.findings for s in r.path):
+        out += _findings(r)
     else:
         out += ("<p class='note'>No profiler findings on this path (profiling starts at "
                 "the run's profile depth; a profiler that cannot run here says so).</p>")
     if status:
         out += f"<p class='note'>{_e('; '.join(status))}</p>"
+    return out
+
+
+def _findings(r: RunReport) -> str:
+    """Guidance (``hint.*`` findings) in one table, then each node's and profiler's raw
+    findings folded away: a profiled node carries dozens of metrics."""
+    hints, groups = [], {}
+    for s in r.path:
+        for prof, kv, summ in s.findings:
+            key, _, value = kv.partition(" = ")
+            if key.startswith("hint."):
+                hints.append((s.node_id, prof, summ or kv))
+            groups.setdefault((s.node_id, prof), []).append((key, value, summ))
+    out = "<h3>Profile findings along the path</h3>"
+    out += (table(["node", "profiler", "guidance"], hints) if hints else
+            "<p class='note'>The profilers gave no guidance on this path, only facts.</p>")
+    for (node, prof), rows in groups.items():
+        out += (f"<details><summary>node {node}, {_e(prof)}: {len(rows)} finding"
+                f"{'s' if len(rows) != 1 else ''}</summary>"
+                + table(["finding", "value", "meaning"], rows) + "</details>")
     return out
 
 

@@ -60,7 +60,9 @@ def make_fake_run(root: Path, *, name: str = "r1", evals: int = 30, compile_only
         if extras and best is not None:
             storage.record_profile(ProfileRecord(
                 best.id, "sass", "ok", ("use 128-bit vector loads",),
-                ({"key": "sass.ldg_max_bits", "value": 64, "summary": "global loads 64-bit"},)))
+                ({"key": "sass.ldg_max_bits", "value": 64, "summary": "global loads 64-bit"},
+                 {"key": "hint.vector_width", "value": 64,
+                  "summary": "loads are 64-bit: widen to 128-bit"})))
             storage.record_profile(ProfileRecord(best.id, "ncu", "unavailable"))
         if extras:
             storage.record_llm_call(LLMCall(run.id, None, "fake-model", "p", "r", 1200, 300,
