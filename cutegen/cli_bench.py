@@ -79,6 +79,32 @@ def _has_run(db: str, name: str) -> bool:
         store.close()
 
 
+#: The bench's wall clock (a seam for tests).
+_clock = time.monotonic
+#: A task is not started with less than this much of --max-minutes left.
+_MIN_TASK_S = 30.0
+NOT_RUN = "not run: the bench's --max-minutes ran out (run it with --resume)"
+
+
+def _past_wall_s(db: str, name: str, budget: int) -> float | None:
+    """Wall seconds the run ``name`` has used so far; -1 when it finished with ``budget``
+    evaluations (nothing to resume; one cut short by --max-minutes is resumed); None when
+    there is no such run."""
+    from cutegen.search.storage import SqliteStorage
+
+    store = SqliteStorage(db)
+    try:
+        run = next((r for r in store.list_runs() if r.name == name), None)
+        if run is None:
+            return None
+        if run.status == "finished" and len(store.get_results(run.id)) >= budget:
+            return -1.0
+        return sum((x.ended_at or x.heartbeat_at) - x.started_at
+                   for x in store.get_sessions(run.id))
+    finally:
+        store.close()
+
+
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Any:
     with contextlib.redirect_stdout(sys.stderr):
@@ -113,13 +139,22 @@ def _stdout_to_stderr() -> Any:
               help="Runs are named PREFIX-TASK (default: bench-SUITE-YYYYmmdd-HHMMSS).")
 @click.option("--rewriter", type=click.Choice(["builtin", "llm", "mixed"]), default="builtin",
               show_default=True, help="Who proposes candidates (llm/mixed need --model).")
+@click.option("--max-minutes", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="Wall-time limit of this bench command: each task's search gets only the "
+                   "time left, and tasks not reached are listed as not run. Finish them later "
+                   "with --resume.")
+@click.option("--resume", is_flag=True,
+              help="Continue a bench with the same --run-prefix: finished runs are read from "
+                   "the store, interrupted ones resumed, the rest searched; the table covers "
+                   "them all.")
 @_llm_passthrough
 @click.pass_context
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
               problems: str | None, db: str, max_evals: int | None,
               max_gpu_minutes: float | None, out: str | None, reports: bool,
               compile_only: bool, arch: str, gpu: int | None, no_ceilings: bool, seed: int,
-              run_prefix: str | None, rewriter: str, **llm: Any) -> None:
+              run_prefix: str | None, rewriter: str, max_minutes: float | None, resume: bool,
+              **llm: Any) -> None:
     """Benchmark cutegen on a SUITE of tasks: one search per task with a fixed budget.
 
     First the machine's ceilings are measured (copy bandwidth: torch.clone of 1 GB bf16;
@@ -138,9 +173,11 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
       cutegen bench gemm --max-evals 60 --out bench-gemm/
       cutegen bench --kernelbench ~/KernelBench --level 1 --problems 19,23,40
       cutegen bench tierA --compile-only --max-evals 3     (no GPU: CI smoke run)
+      cutegen bench tierA --run-prefix b1 --max-minutes 9  (then, to finish it:)
+      cutegen bench tierA --run-prefix b1 --max-minutes 9 --resume
     """
     from cutegen.cli_eval import require_gpu
-    from cutegen.cli_search import search_cmd
+    from cutegen.cli_search import resume_cmd, search_cmd
     from cutegen.codegen import toolchain
     from cutegen.codegen._bench_table import BenchReport, task_table, write_outputs
     from cutegen.codegen._ceilings import measure_ceilings
@@ -152,6 +189,9 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     budget = max_evals or s.max_evals
     if not compile_only:
         require_gpu("benchmarking (verifying and timing candidates)")
+    if resume and not run_prefix:
+        raise ConfigError("--resume needs the --run-prefix of the bench to continue")
+    t0 = _clock()
     prefix = run_prefix or f"bench-{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     names: list[str] = []
     seen: dict[str, int] = {}
@@ -160,8 +200,9 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
         seen[base] = seen.get(base, 0) + 1
         names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
     taken = [n for n in names if _has_run(db, n)]
-    if taken:
-        raise DuplicatedRunError(f"runs {taken} exist in {db}; choose another --run-prefix")
+    if taken and not resume:
+        raise DuplicatedRunError(f"runs {taken} exist in {db}; choose another --run-prefix "
+                                 "(or continue that bench with --resume)")
     measured, note, ceil = None, "", H200_MEASURED
     if compile_only:
         note = "--compile-only: nothing is timed"
@@ -176,16 +217,34 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                    f"{measured.gemm_tflops:.0f} TFLOP/s", err=True)
     results = []
     for i, (entry, name) in enumerate(zip(s.tasks, names, strict=True), start=1):
-        click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: run {name}", err=True)
+        left_s = None if max_minutes is None else max_minutes * 60 - (_clock() - t0)
+        if left_s is not None and left_s < _MIN_TASK_S:
+            click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: not run (--max-minutes)", err=True)
+            results.append(error_result(entry, NOT_RUN, run=name if name in taken else ""))
+            continue
+        past_s = _past_wall_s(db, name, budget) if name in taken else None
+        if past_s is not None and past_s < 0:  # finished earlier: read it, search nothing
+            click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: run {name} (finished earlier)",
+                       err=True)
+        else:
+            click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: run {name}"
+                       + (" (resumed)" if past_s is not None else ""), err=True)
         kb = entry.kernelbench
+        task_minutes = None if left_s is None else (left_s + max(past_s or 0.0, 0.0)) / 60
         try:
             with _stdout_to_stderr():
-                ctx.invoke(search_cmd, task=None if kb else entry.task,
-                           kernelbench=kb[0] if kb else None, level=kb[1] if kb else None,
-                           problem=kb[2] if kb else None, max_evals=budget,
-                           max_gpu_minutes=max_gpu_minutes, run_name=name, seed=seed, db=db,
-                           rewriter=rewriter, seed_files=entry.seed_candidates,
-                           compile_only=compile_only, arch=arch, gpu=gpu, **llm)
+                if past_s is None:
+                    ctx.invoke(search_cmd, task=None if kb else entry.task,
+                               kernelbench=kb[0] if kb else None, level=kb[1] if kb else None,
+                               problem=kb[2] if kb else None, max_evals=budget,
+                               max_minutes=task_minutes,
+                               max_gpu_minutes=max_gpu_minutes, run_name=name, seed=seed,
+                               db=db, rewriter=rewriter, seed_files=entry.seed_candidates,
+                               compile_only=compile_only, arch=arch, gpu=gpu, **llm)
+                elif past_s >= 0:
+                    ctx.invoke(resume_cmd, run_name=name, db=db, max_evals=budget,
+                               max_minutes=task_minutes, max_gpu_minutes=max_gpu_minutes,
+                               **llm)
         except GPURequiredError:
             raise
         except CuteGenError as e:

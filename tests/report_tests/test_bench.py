@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import cutegen.cli_bench as cli_bench
 import cutegen.cli_eval as cli_eval
 import cutegen.cli_search as cli_search
 from cutegen.codegen._bench_table import (
@@ -250,6 +251,63 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     again = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db),
                                         "--no-ceilings", "--run-prefix", "b1"])
     assert "choose another --run-prefix" in str(again.exception)
+
+
+def _statuses(out):
+    js = json.loads((out / "bench.json").read_text())
+    return {(t["task"], t["tier"]): (t["status"], t.get("evaluations"), t.get("error", ""))
+            for t in js["tasks"]}
+
+
+def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeypatch):
+    """--max-minutes leaves tasks not run (said so in the table); --resume with the same
+    prefix reads finished runs, extends one cut short and runs the rest."""
+    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
+    monkeypatch.setattr(cli_search, "_make_evaluator",
+                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    now = [0.0]
+
+    def clock():  # every look at the bench's clock costs 50 s
+        now[0] += 50.0
+        return now[0]
+
+    monkeypatch.setattr(cli_bench, "_clock", clock)
+    db, out = tmp_path / "b.db", tmp_path / "out"
+    base = ["bench", str(tiny_suite), "--db", str(db), "--out", str(out), "--no-ceilings",
+            "--run-prefix", "b2"]
+    r = CliRunner().invoke(_cli(), [*base, "--max-minutes", "1.5", "--max-evals", "2"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    st = _statuses(out)
+    assert st[("toy_bf16", "tiny")][:2] == ("ok", 2)  # started with 40 s of 90 left
+    assert st[("toy_fp32", "tiny")][0] == "error" and "--resume" in st[("toy_fp32", "tiny")][2]
+    assert "toy_fp32: not run (--max-minutes)" in r.stderr
+    assert "not run" in (out / "BENCHMARKS.md").read_text()
+    s = SqliteStorage(db)
+    assert {x.name for x in s.list_runs()} == {"b2-toy_bf16"}
+    s.close()
+
+    again = CliRunner().invoke(_cli(), base)
+    assert "--resume" in str(again.exception)  # the runs exist: refuse without --resume
+    no_prefix = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db),
+                                            "--no-ceilings", "--resume"])
+    assert isinstance(no_prefix.exception, ConfigError)
+
+    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "2"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "b2-toy_bf16 (finished earlier)" in r.stderr
+    st = _statuses(out)
+    assert st[("toy_bf16", "tiny")][:2] == ("ok", 2) and st[("toy_fp32", "tiny")][:2] == ("ok", 2)
+    assert "no seed candidate" in st[("toy_fp32", "noseed")][2]
+
+    # a larger budget: the finished runs have too few evaluations, so both are resumed
+    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "4"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "b2-toy_bf16 (resumed)" in r.stderr
+    st = _statuses(out)
+    assert st[("toy_bf16", "tiny")][:2] == ("ok", 4) and st[("toy_fp32", "tiny")][:2] == ("ok", 4)
 
 
 def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch):
