@@ -6,14 +6,18 @@
 #     bash benchmarks/gpu_checks.sh OUTDIR STEP [STEP ...]
 #
 # Steps (approximate H200 minutes):
-#   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~5
-#   gemm-search    built-in searches on three GEMM+epilogue tasks, 8 evaluations each   ~6
+#   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~2
+#   gemm-search    built-in searches on three GEMM+epilogue tasks, 8 evaluations each   ~7
 #   families-rest  the families' GPU cases fixed on 2026-11-30, cumsum / GELU bench   ~4
-#   ce-bf16        a search on cross_entropy_bf16 with ncu at depth 1 (issue 4's miss)  ~5
+#   ce-bf16        a search on cross_entropy_bf16 with ncu at depth 1 (issue 4's miss)  ~4
 #   profiling      softmax_bf16 with profiling at depth 2, then without (issue 7)      ~6
 #   sanitizer      the example plugin (compute-sanitizer gate) in a search (issue 7)   ~2
-#   bench-tierA    cutegen bench tierA (9 bf16 tasks), 3 evaluations each (issue 8)     ~10
-# Steps that need two GPUs (issue 9) are in benchmarks/pool_throughput.py.
+#   bench-tierA    cutegen bench tierA (9 bf16 tasks), 4 evaluations each (issues 4, 8) ~9
+#   bench-fp32     cutegen bench fp32 (8 fp32 tasks), 4 evaluations each (issue 4)      ~8
+#   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
+# The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
+# keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
+# resumes them (cutegen bench --resume) and rewrites the table over every task.
 set -u
 out=${1:?usage: gpu_checks.sh OUTDIR STEP [STEP ...]}
 shift
@@ -66,9 +70,15 @@ for s in "$@"; do
       step sanitizer_plugins 60 $py -m cutegen plugins
       step search_sanitizer 120 $py -m cutegen search softmax_fp32 --max-evals 2 \
         --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
-    bench-tierA)
-      step bench_tierA 580 $py -m cutegen bench tierA --max-evals 3 --db "$db" \
-        --out "$out/bench_tierA" ;;
+    bench-tierA|bench-fp32)
+      suite=${s#bench-}
+      mkdir -p /tmp/cutegen-bench
+      step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
+        --run-prefix "b-$suite" --resume --db /tmp/cutegen-bench/bench.db \
+        --out "$out/bench_$suite" ;;
+    pool)
+      step pool 560 $py benchmarks/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
+        --only 0,2 --json "$out/pool.json" ;;
     *)
       echo "unknown step: $s" | tee -a "$out/steps.log" ;;
   esac
