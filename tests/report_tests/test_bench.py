@@ -293,21 +293,20 @@ def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeyp
                                             "--no-ceilings", "--resume"])
     assert isinstance(no_prefix.exception, ConfigError)
 
-    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "2"],
-                           catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    assert "b2-toy_bf16 (finished earlier)" in r.stderr
-    st = _statuses(out)
-    assert st[("toy_bf16", "tiny")][:2] == ("ok", 2) and st[("toy_fp32", "tiny")][:2] == ("ok", 2)
-    assert "no seed candidate" in st[("toy_fp32", "noseed")][2]
+    def resume(evals: int, said: str) -> dict:
+        r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", str(evals)],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        assert said in r.stderr
+        st = _statuses(out)
+        assert st[("toy_bf16", "tiny")][:2] == ("ok", evals)
+        assert st[("toy_fp32", "tiny")][:2] == ("ok", evals)
+        return st
 
+    st = resume(2, "b2-toy_bf16 (finished earlier)")
+    assert "no seed candidate" in st[("toy_fp32", "noseed")][2]
     # a larger budget: the finished runs have too few evaluations, so both are resumed
-    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "4"],
-                           catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    assert "b2-toy_bf16 (resumed)" in r.stderr
-    st = _statuses(out)
-    assert st[("toy_bf16", "tiny")][:2] == ("ok", 4) and st[("toy_fp32", "tiny")][:2] == ("ok", 4)
+    resume(4, "b2-toy_bf16 (resumed)")
 
 
 def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch):
