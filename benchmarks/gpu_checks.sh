@@ -14,6 +14,7 @@
 #   sanitizer      the example plugin (compute-sanitizer gate) in a search (issue 7)   ~2
 #   bench-tierA    cutegen bench tierA (9 bf16 tasks), 4 evaluations each (issues 4, 8) ~9
 #   bench-fp32     cutegen bench fp32 (8 fp32 tasks), 4 evaluations each (issue 4)      ~8
+#   bench-x2       bench-tierA and bench-fp32 side by side, one per GPU (nvidia-h200-x2) ~9
 #   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
@@ -33,6 +34,12 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/N
   local t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@" >>"$out/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
+}
+
+bench_suite() {  # bench_suite SUITE GPU: a resumable bench of SUITE on that GPU
+  mkdir -p /tmp/cutegen-bench
+  step "bench_$1" 580 $py -m cutegen bench "$1" --max-evals 4 --max-minutes 8.5 --gpu "$2" \
+    --run-prefix "b-$1" --resume --db "/tmp/cutegen-bench/$1.db" --out "$out/bench_$1"
 }
 
 for s in "$@"; do
@@ -71,11 +78,11 @@ for s in "$@"; do
       step search_sanitizer 120 $py -m cutegen search softmax_fp32 --max-evals 2 \
         --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
     bench-tierA|bench-fp32)
-      suite=${s#bench-}
-      mkdir -p /tmp/cutegen-bench
-      step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
-        --run-prefix "b-$suite" --resume --db /tmp/cutegen-bench/bench.db \
-        --out "$out/bench_$suite" ;;
+      bench_suite "${s#bench-}" 0 ;;
+    bench-x2)  # both suites at once, one per GPU (nvidia-h200-x2)
+      bench_suite tierA 0 &
+      bench_suite fp32 1 &
+      wait ;;
     pool)
       step pool 560 $py benchmarks/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
         --only 0,2 --json "$out/pool.json" ;;
