@@ -75,6 +75,8 @@ for s in "$@"; do
       step sanitizer_install 60 $py -m pip install -q --no-deps --no-build-isolation \
         plugins/examples/cutegen-sanitizer
       step sanitizer_plugins 60 $py -m cutegen plugins
+      step sanitizer_gpu_test 120 $py -m pytest -m gpu tests/plugins_tests/test_example_plugin.py \
+        -q -p no:cacheprovider
       step search_sanitizer 120 $py -m cutegen search softmax_fp32 --max-evals 2 \
         --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
     bench-tierA|bench-fp32)
