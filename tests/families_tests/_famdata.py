@@ -38,7 +38,8 @@ BUNDLED_COVERED = {
     "gelu_scale_bias_bf16": ("pointwise", "pointwise"),
 }
 #: Bundled tasks the gemm family covers (their expected plans: test_gemm_recognize.py).
-BUNDLED_GEMM = ("bmm_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
+BUNDLED_GEMM = ("bmm_bf16", "gemm_16384x1024x4096_bf16", "gemm_4096_bf16",
+                "gemm_8192x8192x1024_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
                 "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
                 "gemm_scale_residual_bf16", "gemm_swish_bf16")
 #: Bundled tasks no family covers, and the op the message must name (none today: the

@@ -16,6 +16,9 @@ _F32 = {"precision_default": "3xtf32", "precision_modes": ("3xtf32",)}
 #: name -> (params that must hold, epilogue ops, out_shape, {leaf: kind} that must hold).
 BUNDLED = {
     "gemm_bf16": ({**_MM, **_BF, "a": "A", "b": "B"}, "-", "matrix", {}),
+    "gemm_4096_bf16": ({**_MM, **_BF, "a": "A", "b": "B"}, "-", "matrix", {}),
+    "gemm_8192x8192x1024_bf16": ({**_MM, **_BF, "a": "A", "b": "B"}, "-", "matrix", {}),
+    "gemm_16384x1024x4096_bf16": ({**_MM, **_BF, "a": "A", "b": "B"}, "-", "matrix", {}),
     "gemm_fp32": ({**_MM, **_F32, "a": "A", "b": "B"}, "-", "matrix", {}),
     "gemm_bias_relu_bf16": ({**_LIN, **_BF, "a": "x", "b": "p_linear_weight"}, "add, relu",
                             "matrix", {"p_linear_bias": "col"}),
