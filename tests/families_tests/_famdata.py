@@ -36,6 +36,11 @@ BUNDLED_COVERED = {
     "cumsum_fp32": ("scan", "cumsum"), "cumsum_bf16": ("scan", "cumsum"),
     "gelu_scale_bias_fp32": ("pointwise", "pointwise"),
     "gelu_scale_bias_bf16": ("pointwise", "pointwise"),
+    "softmax_1024_bf16": ("row", "softmax"), "softmax_16384_bf16": ("row", "softmax"),
+    "rmsnorm_1024_bf16": ("row", "rms_norm"), "rmsnorm_16384_bf16": ("row", "rms_norm"),
+    "cross_entropy_long_bf16": ("row", "cross_entropy"),
+    "gelu_tanh_bf16": ("pointwise", "pointwise"), "silu_bf16": ("pointwise", "pointwise"),
+    "relu_bf16": ("pointwise", "pointwise"),
 }
 #: Bundled tasks the gemm family covers (their expected plans: test_gemm_recognize.py).
 BUNDLED_GEMM = ("bmm_bf16", "gemm_16384x1024x4096_bf16", "gemm_4096_bf16",

@@ -1,0 +1,26 @@
+"""RMSNorm over the last dim with weight, bf16. PERFORMANCE.md tier A: (32768, 1024)."""
+import torch
+import torch.nn as nn
+
+batch_size = 32768
+dim = 1024
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim": 1024}, {"batch_size": 127, "dim": 1000}, {"batch_size": 333, "dim": 96}]
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dtype=DTYPE))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, 1e-6)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [dim]
