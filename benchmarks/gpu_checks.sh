@@ -12,9 +12,9 @@
 #   ce-bf16        a search on cross_entropy_bf16 with ncu at depth 1 (issue 4's miss)  ~4
 #   profiling      softmax_bf16 with profiling at depth 2, then without (issue 7)      ~6
 #   sanitizer      the example plugin (compute-sanitizer gate) in a search (issue 7)   ~2
-#   bench-tierA    cutegen bench tierA (9 bf16 tasks), 4 evaluations each (issues 4, 8) ~9
+#   bench-tierA    cutegen bench tierA (17 bf16 tasks), 4 evaluations each (4, 8)  ~15
 #   bench-fp32     cutegen bench fp32 (8 fp32 tasks), 4 evaluations each (issue 4)      ~8
-#   bench-x2       bench-tierA and bench-fp32 side by side, one per GPU (nvidia-h200-x2) ~9
+#   bench-x2       bench-tierA and bench-fp32 side by side, one per GPU (nvidia-h200-x2)
 #   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
