@@ -13,6 +13,7 @@ Requests arrive as JSON lines on stdin; replies go out as frames on ``--msg-fd``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import importlib.util
 import json
@@ -252,6 +253,9 @@ class Reference:
             cand = _tensorfile.load(path, device=self.device)
         except (OSError, ValueError) as e:
             return {"passed": False, "reason": f"unreadable output file: {e}"}
+        finally:  # read once: free the scratch space (tmpfs, i.e. host memory) at once
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
         del cand, ref64, native
         _release_cached_memory()

@@ -105,6 +105,91 @@ def _past_wall_s(db: str, name: str, budget: int) -> float | None:
         store.close()
 
 
+def _collect(db: str, name: str, entry: Any, ceil: Any, out: str | None) -> tuple[Any, str]:
+    """A task's result read back from the store (and its HTML report written into
+    OUT/reports/ when ``out`` is given), with the run's status."""
+    from cutegen.codegen.bench import collect_task_result
+    from cutegen.search.storage import SqliteStorage
+
+    store = SqliteStorage(db)
+    try:
+        run = store.get_run(name)
+        result = collect_task_result(store, run, entry, ceil)
+        if out:
+            from cutegen.search._report_html import write_report
+
+            write_report(store, run, Path(out) / "reports", db=db)
+        return result, run.status
+    finally:
+        store.close()
+
+
+def _job_gpus(jobs: int, gpus: str | None, gpu: int | None) -> list[int | None]:
+    """The GPU of each job slot: --gpus as given, else GPU k for slot k (from --gpu on)."""
+    if gpus:
+        try:
+            ids = [int(x) for x in gpus.replace(" ", "").split(",") if x]
+        except ValueError as e:
+            raise ConfigError(f"--gpus takes GPU indices like 0,1: {gpus!r}") from e
+        if len(ids) < jobs:
+            raise ConfigError(f"--jobs {jobs} needs {jobs} GPUs; --gpus lists {len(ids)}")
+        return list(ids[:jobs])
+    return [(gpu or 0) + k for k in range(jobs)]
+
+
+def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: int,
+                      gpus: str | None, gpu: int | None, kwargs_for: Any, time_left: Any,
+                      results: dict[int, Any], n: int, db: str, ceil: Any, out: str | None,
+                      reports: bool, taken: list[str], compile_only: bool) -> None:
+    """--jobs N: the tasks' searches in child processes, N at a time, one GPU each."""
+    import tempfile
+
+    from cutegen._bench_jobs import Job, run_jobs
+    from cutegen.codegen.bench import error_result
+    from cutegen.search.storage import SqliteStorage
+
+    slots = [None] * jobs if compile_only else _job_gpus(jobs, gpus, gpu)
+    SqliteStorage(db).close()  # create and migrate the store once, before the children
+    by_index = {i: (entry, name) for i, entry, name, _ in todo}
+    job_list = []
+    for i, entry, name, past_s in todo:
+        command, kwargs = kwargs_for(entry, name, past_s)
+        job_list.append(Job(i, entry.label, command, kwargs, past_s=max(past_s or 0.0, 0.0)))
+    logs = Path(out) / "logs" if out else Path(tempfile.mkdtemp(prefix="cutegen-bench-"))
+
+    def on_start(job: Job, dev: int | None) -> None:
+        where = "" if dev is None else f" on GPU {dev}"
+        click.echo(f"[{job.index}/{n}] {job.label}: run {job.kwargs['run_name']}{where}"
+                   + (" (resumed)" if job.command == "resume" else "")
+                   + f", log {logs / f'{job.index:03d}-{job.label}.log'}", err=True)
+
+    def on_done(job: Job) -> None:
+        entry, name = by_index[job.index]
+        if job.error and not _has_run(db, name):
+            click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
+            results[job.index] = error_result(entry, job.error)
+            return
+        results[job.index], status = _collect(db, name, entry, ceil, out if reports else None)
+        r = results[job.index]
+        best = f"{r.speedup_eager:.2f}x vs eager" if r.speedup_eager else r.status
+        click.echo(f"[{job.index}/{n}] {job.label}: done ({status}; best {best}; "
+                   f"{r.evaluations} evaluations)", err=True)
+
+    def on_skip(job: Job) -> None:
+        entry, name = by_index[job.index]
+        click.echo(f"[{job.index}/{n}] {job.label}: not run (--max-minutes)", err=True)
+        results[job.index] = error_result(entry, NOT_RUN, run=name if name in taken else "")
+
+    try:
+        run_jobs(job_list, gpus=slots, workdir=logs, time_left=time_left,
+                 min_task_s=_MIN_TASK_S, on_start=on_start, on_done=on_done, on_skip=on_skip)
+    except KeyboardInterrupt:
+        click.echo("interrupted: the searches were stopped (resume with --resume)", err=True)
+        for i, entry, name, _ in todo:
+            if i not in results and _has_run(db, name):
+                results[i], _ = _collect(db, name, entry, ceil, None)
+
+
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Any:
     with contextlib.redirect_stdout(sys.stderr):
@@ -131,6 +216,11 @@ def _stdout_to_stderr() -> Any:
               help="Only compile candidates (no GPU; for CI): nothing is verified or timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+@click.option("--jobs", type=click.IntRange(1, None), default=1, show_default=True,
+              help="Search this many tasks at once, each in a process of its own on a GPU of "
+                   "its own (job k on GPU k, or on the k-th of --gpus); logs go to OUT/logs/.")
+@click.option("--gpus", default=None, metavar="N,N,...",
+              help="With --jobs: the GPUs to use, one per job.")
 @click.option("--no-ceilings", is_flag=True,
               help="Do not measure copy bandwidth and GEMM rate; use PERFORMANCE.md's H200 "
                    "values (said so in the output).")
@@ -152,7 +242,8 @@ def _stdout_to_stderr() -> Any:
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
               problems: str | None, db: str, max_evals: int | None,
               max_gpu_minutes: float | None, out: str | None, reports: bool,
-              compile_only: bool, arch: str, gpu: int | None, no_ceilings: bool, seed: int,
+              compile_only: bool, arch: str, gpu: int | None, jobs: int, gpus: str | None,
+              no_ceilings: bool, seed: int,
               run_prefix: str | None, rewriter: str, max_minutes: float | None, resume: bool,
               **llm: Any) -> None:
     """Benchmark cutegen on a SUITE of tasks: one search per task with a fixed budget.
@@ -181,9 +272,8 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     from cutegen.codegen import toolchain
     from cutegen.codegen._bench_table import BenchReport, task_table, write_outputs
     from cutegen.codegen._ceilings import measure_ceilings
-    from cutegen.codegen.bench import collect_task_result, error_result
+    from cutegen.codegen.bench import error_result
     from cutegen.codegen.roofline import H200_MEASURED
-    from cutegen.search.storage import SqliteStorage
 
     s = _suite(suite, kernelbench, level, problems, max_evals)
     budget = max_evals or s.max_evals
@@ -215,59 +305,69 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
         ceil = measured.ceilings()
         click.echo(f"  copy {measured.copy_gbs / 1000:.2f} TB/s, GEMM "
                    f"{measured.gemm_tflops:.0f} TFLOP/s", err=True)
-    results = []
+    common = {"max_evals": budget, "max_gpu_minutes": max_gpu_minutes, "db": db, **llm}
+
+    def kwargs_for(entry: Any, name: str, past_s: float | None) -> tuple[str, dict[str, Any]]:
+        if past_s is not None:  # resumed: the run keeps its task, seed, rewriter and devices
+            return "resume", {"run_name": name, **common}
+        kb = entry.kernelbench
+        return "search", {"task": None if kb else entry.task,
+                          "kernelbench": kb[0] if kb else None, "level": kb[1] if kb else None,
+                          "problem": kb[2] if kb else None, "run_name": name, "seed": seed,
+                          "rewriter": rewriter, "seed_files": tuple(entry.seed_candidates),
+                          "compile_only": compile_only, "arch": arch, **common}
+
+    def time_left() -> float | None:
+        return None if max_minutes is None else max_minutes * 60 - (_clock() - t0)
+
+    results: dict[int, Any] = {}
+    todo: list[tuple[int, Any, str, float | None]] = []
     for i, (entry, name) in enumerate(zip(s.tasks, names, strict=True), start=1):
-        left_s = None if max_minutes is None else max_minutes * 60 - (_clock() - t0)
-        if left_s is not None and left_s < _MIN_TASK_S:
-            click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: not run (--max-minutes)", err=True)
-            results.append(error_result(entry, NOT_RUN, run=name if name in taken else ""))
-            continue
         past_s = _past_wall_s(db, name, budget) if name in taken else None
         if past_s is not None and past_s < 0:  # finished earlier: read it, search nothing
             click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: run {name} (finished earlier)",
                        err=True)
+            results[i], _ = _collect(db, name, entry, ceil, out if reports else None)
         else:
-            click.echo(f"[{i}/{len(s.tasks)}] {entry.label}: run {name}"
+            todo.append((i, entry, name, past_s))
+    n = len(s.tasks)
+    if jobs > 1 and len(todo) > 1:
+        _run_concurrently(todo, jobs=jobs, gpus=gpus, gpu=gpu, kwargs_for=kwargs_for,
+                          time_left=time_left, results=results, n=n, db=db, ceil=ceil,
+                          out=out, reports=reports, taken=taken, compile_only=compile_only)
+    else:
+        for i, entry, name, past_s in todo:
+            left_s = time_left()
+            if left_s is not None and left_s < _MIN_TASK_S:
+                click.echo(f"[{i}/{n}] {entry.label}: not run (--max-minutes)", err=True)
+                results[i] = error_result(entry, NOT_RUN, run=name if name in taken else "")
+                continue
+            click.echo(f"[{i}/{n}] {entry.label}: run {name}"
                        + (" (resumed)" if past_s is not None else ""), err=True)
-        kb = entry.kernelbench
-        task_minutes = None if left_s is None else (left_s + max(past_s or 0.0, 0.0)) / 60
-        try:
-            with _stdout_to_stderr():
-                if past_s is None:
-                    ctx.invoke(search_cmd, task=None if kb else entry.task,
-                               kernelbench=kb[0] if kb else None, level=kb[1] if kb else None,
-                               problem=kb[2] if kb else None, max_evals=budget,
-                               max_minutes=task_minutes,
-                               max_gpu_minutes=max_gpu_minutes, run_name=name, seed=seed,
-                               db=db, rewriter=rewriter, seed_files=entry.seed_candidates,
-                               compile_only=compile_only, arch=arch, gpu=gpu, **llm)
-                elif past_s >= 0:
-                    ctx.invoke(resume_cmd, run_name=name, db=db, max_evals=budget,
-                               max_minutes=task_minutes, max_gpu_minutes=max_gpu_minutes,
-                               **llm)
-        except GPURequiredError:
-            raise
-        except CuteGenError as e:
-            click.echo(f"  {entry.label}: {e}", err=True)
-            results.append(error_result(entry, str(e), run=name if _has_run(db, name) else ""))
-            continue
-        store = SqliteStorage(db)
-        try:
-            run = store.get_run(name)
-            results.append(collect_task_result(store, run, entry, ceil))
-            if out and reports:
-                from cutegen.search._report_html import write_report
-
-                write_report(store, run, Path(out) / "reports", db=db)
-        finally:
-            store.close()
-        if run.status == "stopped":
-            click.echo("interrupted: the remaining tasks were not run", err=True)
-            break
+            command, kwargs = kwargs_for(entry, name, past_s)
+            if left_s is not None:
+                kwargs["max_minutes"] = (left_s + (past_s or 0.0)) / 60
+            if command == "search":
+                kwargs["gpu"] = gpu
+            try:
+                with _stdout_to_stderr():
+                    ctx.invoke(search_cmd if command == "search" else resume_cmd, **kwargs)
+            except GPURequiredError:
+                raise
+            except CuteGenError as e:
+                click.echo(f"  {entry.label}: {e}", err=True)
+                results[i] = error_result(entry, str(e), run=name if _has_run(db, name) else "")
+                continue
+            results[i], status = _collect(db, name, entry, ceil, out if reports else None)
+            if status == "stopped":
+                click.echo("interrupted: the remaining tasks were not run", err=True)
+                break
+    ordered = [results.get(i) or error_result(entry, "not run: the bench was interrupted")
+               for i, entry in enumerate(s.tasks, start=1)]
     report = BenchReport(
         suite=s.name, description=s.description, date=time.strftime("%Y-%m-%d %H:%M %Z"),
         command=_command_line(ctx), versions=toolchain.versions(), ceilings=measured,
-        ceilings_note=note, max_evals=budget, compile_only=compile_only, tasks=tuple(results),
+        ceilings_note=note, max_evals=budget, compile_only=compile_only, tasks=tuple(ordered),
         settings={"rewriter": rewriter, "seed": seed, "max_gpu_minutes": max_gpu_minutes,
                   "model": llm.get("model"), "db": db, "run_prefix": prefix})
     _print(report, task_table)

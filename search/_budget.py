@@ -1,7 +1,9 @@
 """Budgets: evaluations, wall time, GPU time and LLM dollars, in any combination.
 
 The search checks the budget before every iteration; the first limit reached stops the run
-cleanly (the evaluation in flight finishes and is committed first). Usage is computed from
+cleanly (the evaluation in flight finishes and is committed first). A wall-time limit also
+stops the run when the next evaluation, at the run's typical duration, would end past it
+(a 90-second evaluation is not started 20 seconds before the limit). Usage is computed from
 stored facts, so it carries over a resume: wall time sums the run's sessions, GPU time sums
 the evaluations' verify and benchmark stages plus re-timing, dollars sum the LLM calls.
 """
@@ -47,6 +49,16 @@ class Budget:
         for limit, used, text in checks:
             if limit is not None and used >= limit:
                 return text.format(u=used, m=limit)
+        return None
+
+    def next_overruns(self, usage: Usage, eval_s: float | None) -> str | None:
+        """Why an evaluation expected to last ``eval_s`` seconds should not start: it would
+        end past the wall-time limit. None when it fits, or without a limit or an estimate."""
+        if self.max_wall_s is None or eval_s is None or eval_s <= 0:
+            return None
+        if usage.wall_s + eval_s > self.max_wall_s:
+            return (f"time budget nearly reached ({usage.wall_s:.0f} s of {self.max_wall_s:.0f}"
+                    f" s; an evaluation takes about {eval_s:.0f} s)")
         return None
 
     def remaining(self, usage: Usage) -> dict[str, float | None]:

@@ -90,8 +90,9 @@ class _Driver:
         s = self.search
         while len(self.flight) < self.width:
             usage = s.usage()
-            reason = s.budget.reached(dataclasses.replace(
+            reason = (s.budget.reached(dataclasses.replace(
                 usage, evals=usage.evals + len(self.flight)))
+                or s.budget.next_overruns(usage, s.eval_estimate()))
             if reason is not None:
                 return reason, "finished"
             if self.should_stop is not None and self.should_stop():

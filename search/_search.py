@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import statistics
 import time
 from collections.abc import Callable
 
@@ -74,6 +75,8 @@ class Search:
         self._session: Session | None = None
         self._heartbeat: Heartbeat | None = None
         self._broken = False
+        self._asked_at: dict[int, float] = {}  # node id -> when ask() claimed it
+        self._eval_s: list[float] = []  # ask-to-tell seconds of this session's evaluations
         self._memory = Memory(storage, run_id=run.id, task_name=task.name,
                               task_sha256=task.sha256, tolerance=self.params.same_tolerance,
                               limit=self.params.lessons_limit, ban_after=self.params.ban_after)
@@ -190,6 +193,7 @@ class Search:
                                            session_id=session.id)
         self._nodes[nid] = node
         self._tree.begin(nid)  # virtual loss while in flight (matters only in parallel)
+        self._asked_at[nid] = self._clock()
         if self._heartbeat is not None:
             self._heartbeat.add(nid)
         return NodeHandle(node, CandidateSource(self.storage.get_source(nid), node.origin))
@@ -259,6 +263,9 @@ class Search:
         self._require_open()
         node = self._nodes[handle.node.id]
         ev = evaluation
+        asked = self._asked_at.pop(node.id, None)
+        if asked is not None:
+            self._eval_s.append(self._clock() - asked)
         reward = _policy.reward(verdict=ev.verdict, speedup=ev.speedup_eager,
                                 params=self.params.reward)
         profile = None
@@ -418,7 +425,9 @@ class Search:
 
             return run_parallel(self, should_stop=should_stop, on_step=on_step)
         while True:
-            reason = self.budget.reached(self.usage())
+            usage = self.usage()
+            reason = (self.budget.reached(usage)
+                      or self.budget.next_overruns(usage, self.eval_estimate()))
             if reason is not None:
                 status = "finished"
                 break
@@ -439,6 +448,13 @@ class Search:
                 on_step(report)
         self.close(status)
         return self.summary(reason, status)
+
+    def eval_estimate(self) -> float | None:
+        """Typical wall seconds of one evaluation: the median ask-to-tell time in this
+        session, else (just resumed) the median GPU seconds of the stored evaluations (a
+        lower bound); None before any evaluation."""
+        seen = self._eval_s or [r.gpu_seconds for r in self._results.values() if r.gpu_seconds > 0]
+        return statistics.median(seen) if seen else None
 
     @property
     def best(self) -> FrozenNode | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sqlite3
 import threading
 import time
@@ -88,7 +89,7 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
         try:
             self._db = Database(self._conn, execute_plugins=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            self._db.enable_wal()
+            self._enable_wal(busy_timeout_s)
             mode = self._one("PRAGMA journal_mode")
             if str(mode).lower() != "wal":
                 raise StorageError(f"{self.path}: journal_mode is {mode!r}, WAL is required")
@@ -108,6 +109,22 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
         log.info("store %s: SQLite %s, journal_mode=wal, synchronous=%s%s", self.path,
                  sqlite3.sqlite_version, level,
                  f", migrated {applied}" if applied else "")
+
+    def _enable_wal(self, busy_timeout_s: float) -> None:
+        """Switch a new store to WAL, retrying while another process does the same: the
+        switch needs the file to itself and SQLite does not wait for it (two `cutegen
+        search` processes opening a fresh store at once failed with "database is locked")."""
+        deadline = time.monotonic() + busy_timeout_s
+        delay = 0.01
+        while True:
+            try:
+                self._db.enable_wal()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
 
     # -- plumbing -------------------------------------------------------------------
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -334,3 +334,42 @@ def test_reference_worker_hands_back_cached_gpu_memory_above_the_threshold(monke
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 2**30)
     refworker._release_cached_memory()
     assert calls == ["empty"]  # 1 GiB cached: kept for the next trial
+
+
+def test_tensorfile_writes_and_reads_in_pieces(tmp_path, monkeypatch):
+    # outputs of several GiB are written in 64 MiB pieces and read straight into their
+    # buffer; a piece size that does not divide the tensor exercises both loops
+    monkeypatch.setattr(_tensorfile, "_CHUNK", 7)
+    x = torch.randn(3, 41).to(torch.bfloat16)
+    _tensorfile.save(tmp_path / "t.bin", [x, 7, torch.arange(5)])
+    y = _tensorfile.load(tmp_path / "t.bin")
+    assert torch.equal(y[0], x) and y[1] == 7 and torch.equal(y[2], torch.arange(5))
+
+
+@pytest.mark.parametrize("payload", [b"\x05\x00\x00\x00\x00\x00\x00\x00{not}",
+                                     b"\xff\x00\x00\x00\x00\x00\x00\x00[]",
+                                     b"\x02\x00\x00\x00\x00\x00\x00\x00{}",
+                                     b'\x3b\x00\x00\x00\x00\x00\x00\x00[{"kind": "tensor", '
+                                     b'"dtype": "object", "shape": [1], "offset": 0, "nbytes": 1}]'])
+def test_tensorfile_rejects_malformed_headers(tmp_path, payload):
+    (tmp_path / "t.bin").write_bytes(payload)
+    with pytest.raises(ValueError):
+        _tensorfile.load(tmp_path / "t.bin")
+
+
+def test_the_reference_worker_deletes_an_output_file_once_read(tmp_path):
+    # outputs wait in tmpfs (host memory); at 4 GiB per trial they must not pile up until
+    # the evaluation ends (softmax over 16384 x 131072 bf16 held ~36 GiB per evaluation)
+    from cutegen.codegen.refworker import Reference
+    from cutegen.codegen.tasks import load_bundled_task
+
+    task = load_bundled_task("relu_bf16")
+    ref = Reference(str(task.path), gpu=False, scratch=tmp_path)
+    ref.mod.batch_size, ref.mod.dim = 4, 64
+    ref.load(hidden=False, seed_init=1)
+    r64, native = ref.references(0, 5, "randn")
+    out = tmp_path / "trial_0.bin"
+    _tensorfile.save(out, [native[0]])
+    assert ref.compare(0, 5, "randn", str(out))["passed"]
+    assert not out.exists()
+    assert "unreadable" in ref.compare(0, 5, "randn", str(out))["reason"]

@@ -46,8 +46,10 @@ def test_initial_offers_seeds_then_family_strategies():
     fam = props[1]
     assert fam.move.params == {"family": "row", "op": "softmax", "strategy": "auto",
                                "fused": True}
-    assert [p.move.params["strategy"] for p in props[1:]] == ["auto", "registers", "cluster",
-                                                             "looped"]
+    # looped before cluster (STRATEGY_ORDER): a 4-evaluation search reaches looped, which
+    # won cross-entropy on the H200 while cluster never won softmax
+    assert [p.move.params["strategy"] for p in props[1:]] == ["auto", "registers", "looped",
+                                                             "cluster"]
     assert read_family(fam.candidate.code)["op"] == "softmax"
     assert fam.candidate.origin.startswith("family:")
 
@@ -55,7 +57,7 @@ def test_initial_offers_seeds_then_family_strategies():
 def test_initial_for_a_task_without_seeds_and_with_pointwise_ops():
     _, props = _initial("t/softmax_scale_bias_bf16")
     kinds = [(p.move.params["strategy"], p.move.params["fused"]) for p in props]
-    assert kinds == [("auto", True), ("registers", True), ("cluster", True), ("looped", True),
+    assert kinds == [("auto", True), ("registers", True), ("looped", True), ("cluster", True),
                      ("auto", False)]
     assert BuiltinRewriter().initial(RewriteContext(task=_task("layernorm_fp32")), n=2,
                                      rng=random.Random(0))[1].move.params["strategy"] == "registers"

@@ -310,6 +310,134 @@ def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeyp
     resume(4, "b2-toy_bf16 (resumed)")
 
 
+class _ThreadChild:
+    """A bench job run in a thread of this process (so the fake evaluator applies)."""
+
+    def __init__(self, spec, log):
+        import threading
+
+        from cutegen import _bench_jobs
+
+        self.code = None
+        self.spec = json.loads(spec.read_text())
+
+        def go():
+            self.code = _bench_jobs.run_spec(spec)
+
+        self.thread = threading.Thread(target=go)
+        self.thread.start()
+
+    def poll(self):
+        return None if self.thread.is_alive() else self.code
+
+
+def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeypatch):
+    from cutegen import _bench_jobs
+
+    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
+    monkeypatch.setattr(cli_search, "_make_evaluator",
+                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    children = []
+
+    def spawn(spec, log):
+        children.append(_ThreadChild(spec, log))
+        return children[-1]
+
+    monkeypatch.setattr(_bench_jobs, "spawn_process", spawn)
+    db, out = tmp_path / "b.db", tmp_path / "out"
+    base = ["bench", str(tiny_suite), "--db", str(db), "--out", str(out), "--no-ceilings",
+            "--run-prefix", "j1", "--jobs", "2", "--gpus", "3,5", "--max-evals", "3"]
+    r = CliRunner().invoke(_cli(), base, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    # three tasks, two slots: the third started when one of the first two had ended
+    gpus = [c.spec["kwargs"]["gpu"] for c in children]
+    assert sorted(gpus[:2]) == [3, 5] and gpus[2] in (3, 5)
+    assert "on GPU 3" in r.stderr and "on GPU 5" in r.stderr and "done (finished" in r.stderr
+    st = _statuses(out)
+    assert st[("toy_bf16", "tiny")][:2] == ("ok", 3) and st[("toy_fp32", "tiny")][:2] == ("ok", 3)
+    assert "no seed candidate" in st[("toy_fp32", "noseed")][2]  # the child's error came back
+    assert (out / "reports" / "j1-toy_fp32.html").is_file()
+    assert sorted(p.suffix for p in (out / "logs").iterdir()).count(".json") == 3
+    # resuming with a larger budget resumes both runs, each on a job's GPU (as --gpus)
+    children.clear()
+    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "4"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    resumed = [c.spec for c in children if c.spec["command"] == "resume"]
+    assert sorted(c["kwargs"]["gpus"] for c in resumed) == ["3", "5"]
+    assert _statuses(out)[("toy_bf16", "tiny")][:2] == ("ok", 4)
+    bad = CliRunner().invoke(_cli(), [*base[:-6], "--run-prefix", "j2", "--jobs", "3",
+                                      "--gpus", "0,1"])
+    assert isinstance(bad.exception, ConfigError) and "needs 3 GPUs" in str(bad.exception)
+
+
+def test_bench_jobs_skip_what_the_time_limit_leaves_no_room_for(tmp_path):
+    from cutegen._bench_jobs import Job, run_jobs
+
+    started, skipped, done = [], [], []
+    left = iter([100.0, 50.0, 10.0, 10.0])
+
+    class Done:
+        def poll(self):
+            return 0
+
+    run_jobs([Job(k, f"t{k}", "search", {"run_name": f"r{k}"}, past_s=5.0 * k)
+              for k in (1, 2, 3, 4)],
+             gpus=[0], workdir=tmp_path, time_left=lambda: next(left), min_task_s=30,
+             on_start=lambda j, g: started.append(j.index), on_done=lambda j: done.append(j),
+             on_skip=lambda j: skipped.append(j.index), spawn=lambda spec, log: Done(),
+             poll_s=0)
+    assert started == [1, 2] and skipped == [3, 4] and [j.error for j in done] == ["", ""]
+    spec = json.loads((tmp_path / "002-t2.json").read_text())
+    assert spec["kwargs"] == {"run_name": "r2", "gpu": 0, "max_minutes": (50.0 + 10.0) / 60}
+
+
+def test_a_failed_bench_job_reports_its_log_tail(tmp_path):
+    from cutegen._bench_jobs import Job, run_jobs
+
+    class Crashed:
+        def poll(self):
+            return -9
+
+    def spawn(spec, log):
+        log.write_text("compiling\nKilled: out of memory\n")
+        return Crashed()
+
+    done = []
+    run_jobs([Job(1, "t", "search", {})], gpus=[None], workdir=tmp_path,
+             time_left=lambda: None, min_task_s=30, on_start=lambda j, g: None,
+             on_done=done.append, on_skip=lambda j: None, spawn=spawn, poll_s=0)
+    assert "status -9" in done[0].error and "out of memory" in done[0].error
+    assert "gpu" not in json.loads((tmp_path / "001-t.json").read_text())["kwargs"]
+
+
+@pytest.mark.slow
+def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
+    """Two compile-only searches at once, each in a `python -m cutegen._bench_jobs` child."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "codegen_fixtures", DATA.parent / "codegen_tests" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    (tmp_path / "seed.py").write_text(mod.render())
+    task = DATA / "tasks" / "scale_shift.py"
+    (tmp_path / "suite.toml").write_text(
+        f'name = "ci"\nmax_evals = 1\n[[tasks]]\ntask = "{task}"\nseed_candidates = ["seed.py"]'
+        f'\n[[tasks]]\ntask = "{task}"\ntier = "again"\nseed_candidates = ["seed.py"]\n')
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "suite.toml"), "--compile-only",
+                                    "--jobs", "2", "--db", str(tmp_path / "b.db"), "--out",
+                                    str(out), "--run-prefix", "p"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    tasks = json.loads((out / "bench.json").read_text())["tasks"]
+    assert [t["status"] for t in tasks] == ["compiled", "compiled"], tasks
+    assert {t["run"] for t in tasks} == {"p-scale_shift", "p-scale_shift-2"}
+    assert all("finished" in p.read_text() for p in (out / "logs").glob("*.log"))
+
+
 def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch):
     monkeypatch.setattr(cli_eval, "gpu_available", lambda: False)
     r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(tmp_path / "b.db")])

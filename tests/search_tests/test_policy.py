@@ -164,5 +164,9 @@ def test_budget_first_limit_reached():
     assert b.remaining(Usage(evals=4, usd=0.25)) == {"evals": 6, "wall_s": 60, "gpu_s": 30,
                                                      "usd": 0.75}
     assert Budget.from_dict(b.to_dict()) == b
+    assert b.next_overruns(Usage(wall_s=50), 9.0) is None
+    assert "about 11 s" in b.next_overruns(Usage(wall_s=50), 11.0)
+    assert b.next_overruns(Usage(wall_s=50), None) is None  # no estimate yet: go on
+    assert Budget(max_evals=3).next_overruns(Usage(wall_s=1e9), 1e9) is None
     with pytest.raises(ValueError):
         Budget(max_evals=-1)

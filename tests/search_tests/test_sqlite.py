@@ -245,3 +245,35 @@ def test_store_from_a_newer_release_is_refused(tmp_path):
     SqliteStorage(db, steps=(*STEPS, m003_future)).close()
     with pytest.raises(StorageError, match="newer cutegen"):
         SqliteStorage(db)
+
+
+def _open_at_barrier(path, barrier, errors):
+    barrier.wait()
+    try:
+        SqliteStorage(path).close()
+    except StorageError as e:
+        errors.put(str(e))
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path):
+    # `cutegen bench --jobs 2` starts two searches on one fresh store; switching it to WAL
+    # needs the file to itself and SQLite does not wait for that: one of them failed with
+    # "database is locked" before the switch was retried
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    errors = ctx.Queue()
+    for round_ in range(25):
+        path = tmp_path / f"s{round_}.db"
+        barrier = ctx.Barrier(6)
+        procs = [ctx.Process(target=_open_at_barrier, args=(path, barrier, errors))
+                 for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 6
+    got = []
+    while not errors.empty():
+        got.append(errors.get())
+    assert got == []

@@ -1,0 +1,180 @@
+"""Several of a bench's task searches at once, one per GPU (``cutegen bench --jobs N``).
+
+Each task's search is ``cutegen search`` (or ``cutegen resume``) invoked with the same
+keyword arguments the serial bench uses, but in a child process of its own
+(``python -m cutegen._bench_jobs SPEC.json``) pinned to one GPU with ``--gpu``. Children
+write their runs into the bench's store (SQLite in WAL mode with a busy timeout: separate
+runs, so they never contend for the same rows) and their output into one log file each;
+the parent only schedules, reports progress, and reads the results back from the store.
+
+A child that fails before its search could record anything leaves its message in
+``SPEC.json.result`` (``{"error": ...}``), so the bench's table can say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: How a child is started (a seam for tests, which run children in-process).
+Spawn = Callable[[Path, Path], Any]
+
+
+@dataclass
+class Job:
+    """One task of the bench to search in a child.
+
+    Attributes:
+        index: position in the suite (1-based), for progress lines.
+        label: the task's label.
+        command: "search" or "resume".
+        kwargs: keyword arguments of that command (JSON-serialisable).
+        past_s: wall seconds the run used before (a resumed run's wall budget counts them).
+    """
+
+    index: int
+    label: str
+    command: str
+    kwargs: dict[str, Any]
+    past_s: float = 0.0
+    error: str = field(default="", init=False)
+
+
+def spawn_process(spec: Path, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``python -m cutegen._bench_jobs SPEC`` with its output going to ``log``."""
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "cutegen._bench_jobs", str(spec)],
+                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def run_jobs(jobs: Sequence[Job], *, gpus: Sequence[int | None], workdir: Path,
+             time_left: Callable[[], float | None], min_task_s: float,
+             on_start: Callable[[Job, int | None], None],
+             on_done: Callable[[Job], None], on_skip: Callable[[Job], None],
+             spawn: Spawn | None = None, poll_s: float = 0.5) -> None:
+    """Run ``jobs`` in order, at most one per entry of ``gpus`` at a time.
+
+    A job starts only with at least ``min_task_s`` of ``time_left()`` (None: no limit);
+    otherwise ``on_skip`` is called for it and for every job after it. Each job's
+    ``kwargs`` get its slot's GPU (``gpu``; ``gpus`` for a resume; nothing for a slot of
+    None, as in compile-only benches) and, with a time limit, ``max_minutes`` (the time
+    left when it starts, plus the run's past wall time). ``on_done`` runs after a child ends (``job.error`` holds its
+    message if it failed). Ctrl-C is passed on: the children stop their searches cleanly
+    (each is resumable), then KeyboardInterrupt is raised.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    pending = list(jobs)
+    free = list(range(len(gpus)))
+    running: dict[int, tuple[Job, Any, Path]] = {}  # slot -> (job, process, spec path)
+    try:
+        while pending or running:
+            while pending and free:
+                left = time_left()
+                if left is not None and left < min_task_s:
+                    for j in pending:
+                        on_skip(j)
+                    pending.clear()
+                    break
+                job, slot = pending.pop(0), free.pop(0)
+                kwargs = dict(job.kwargs)
+                if gpus[slot] is not None:  # resume takes the devices as --gpus
+                    kwargs.update({"gpus": str(gpus[slot])} if job.command == "resume"
+                                  else {"gpu": gpus[slot]})
+                if left is not None:
+                    kwargs["max_minutes"] = (left + job.past_s) / 60
+                spec = workdir / f"{job.index:03d}-{job.label}.json"
+                spec.write_text(json.dumps({"command": job.command, "kwargs": kwargs}))
+                Path(str(spec) + ".result").unlink(missing_ok=True)
+                log = spec.with_suffix(".log")
+                on_start(job, gpus[slot])
+                running[slot] = (job, (spawn or spawn_process)(spec, log), spec)
+            for slot, (job, proc, spec) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[slot]
+                free.append(slot)
+                free.sort()
+                job.error = _child_error(spec, code)
+                on_done(job)
+            if running:
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        _stop(p for _, p, _ in running.values())
+        raise
+
+
+def _child_error(spec: Path, code: int) -> str:
+    result = Path(str(spec) + ".result")
+    if result.is_file():
+        try:
+            return str(json.loads(result.read_text()).get("error", ""))
+        except (OSError, ValueError):
+            pass
+    if code == 0:
+        return ""
+    tail = _tail(spec.with_suffix(".log"))
+    return f"the search process exited with status {code}" + (f": {tail}" if tail else "")
+
+
+def _stop(procs: Any, grace_s: float = 120.0) -> None:
+    """Ask children to stop (SIGINT: their searches close cleanly), kill the stubborn."""
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None and hasattr(p, "send_signal"):
+            p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def run_spec(spec: Path) -> int:
+    """The child: run one search or resume command as the spec says; 0 when it ran."""
+    import click
+
+    from cutegen.cli_search import resume_cmd, search_cmd
+    from cutegen.errors import CuteGenError
+
+    data = json.loads(spec.read_text())
+    cmd = {"search": search_cmd, "resume": resume_cmd}[data["command"]]
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data["kwargs"].items()}
+    result = Path(str(spec) + ".result")
+    try:
+        with click.Context(cmd, info_name=cmd.name) as ctx:
+            ctx.invoke(cmd, **kwargs)
+    except CuteGenError as e:
+        result.write_text(json.dumps({"error": str(e)}))
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m cutegen._bench_jobs SPEC.json", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    return run_spec(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
