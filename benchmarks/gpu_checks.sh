@@ -15,6 +15,8 @@
 #   bench-tierA    cutegen bench tierA (17 bf16 tasks), 4 evaluations each (4, 8)  ~15
 #   bench-fp32     cutegen bench fp32 (8 fp32 tasks), 4 evaluations each (issue 4)      ~8
 #   bench-x2       bench-tierA and bench-fp32 side by side, one per GPU (nvidia-h200-x2)
+#   bench-memory   cutegen bench memory (tierA + fp32, 25 tasks) with --jobs 2, two tasks at
+#                  a time, one per GPU (nvidia-h200-x2); 2-3 calls, each resuming    ~25
 #   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
@@ -36,10 +38,15 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/N
   echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
 }
 
-bench_suite() {  # bench_suite SUITE GPU: a resumable bench of SUITE on that GPU
+bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE on that GPU
+  local suite=$1 gpu=$2
+  shift 2
   mkdir -p /tmp/cutegen-bench
-  step "bench_$1" 580 $py -m cutegen bench "$1" --max-evals 4 --max-minutes 8.5 --gpu "$2" \
-    --run-prefix "b-$1" --resume --db "/tmp/cutegen-bench/$1.db" --out "$out/bench_$1"
+  step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
+    --gpu "$gpu" --run-prefix "b-$suite" --resume --db "/tmp/cutegen-bench/$suite.db" \
+    --out "$out/bench_$suite" "$@"
+  $py -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+    "/tmp/cutegen-bench/$suite.db" "$out/bench_$suite.db" || true  # the store, for reading back
 }
 
 for s in "$@"; do
@@ -81,6 +88,8 @@ for s in "$@"; do
         --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
     bench-tierA|bench-fp32)
       bench_suite "${s#bench-}" 0 ;;
+    bench-memory)
+      bench_suite memory 0 --jobs 2 ;;
     bench-x2)  # both suites at once, one per GPU (nvidia-h200-x2)
       bench_suite tierA 0 &
       bench_suite fp32 1 &

@@ -207,6 +207,7 @@ class TaskResult:
     gpu_min_total: float = 0.0
     llm_usd: float = 0.0
     flags: tuple[str, ...] = ()
+    retimed_us: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -218,10 +219,30 @@ def bound_us(bytes_moved: int, flops: int, c: Ceilings) -> float:
     return max(bytes_moved / (c.bandwidth_gbs * 1e9), flops / (c.peak_tflops * 1e12)) * 1e6
 
 
+#: A best whose re-timing differs from its own evaluation by more than this is flagged.
+RETIME_DISAGREES = 0.03
+
+
+def latest_retime_us(history: Sequence[Any], best_id: int) -> float | None:
+    """The best node's median from the last gate re-timing that measured it (in fresh
+    workers, interleaved with a challenger), or None if the gate never re-timed it."""
+    got = None
+    for d in history:  # oldest first
+        if d.node_id == best_id and d.accepted and d.n_new and d.median_new_us:
+            got = d.median_new_us
+        elif d.previous_best_id == best_id and d.n_old and d.median_old_us:
+            got = d.median_old_us
+    return got
+
+
 def sanity_flags(r: TaskResult, *, eval_flags: Sequence[str] = (),
                  suspicious: int = 0) -> tuple[str, ...]:
     """PERFORMANCE.md §6: what a person must look at before a number is published."""
     out: list[str] = []
+    if r.retimed_us and r.best_us and abs(r.retimed_us / r.best_us - 1) > RETIME_DISAGREES:
+        change = 100 * (r.retimed_us / r.best_us - 1)
+        out.append(f"re-timed at {r.retimed_us:,.1f} us by the gate ({change:+.1f}% vs its "
+                   f"evaluation's {r.best_us:,.1f} us, which the table keeps)")
     for who, f in (("kernel", r.frac_kernel), ("eager", r.frac_eager),
                    ("torch.compile", r.frac_compile)):
         if f is not None and f > 1.0:
@@ -283,7 +304,8 @@ def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
                 bytes_moved=rl.bytes_moved if rl else 0, flops=rl.flops if rl else 0,
                 frac_kernel=frac(ev.timing.median_us), frac_eager=frac(eager_us),
                 frac_compile=frac(compile_us), evals_to_best=first.index,
-                gpu_min_to_best=first.gpu_minutes)
+                gpu_min_to_best=first.gpu_minutes,
+                retimed_us=latest_retime_us(storage.get_best_history(run.id), best.id))
     return replace(r, flags=sanity_flags(r, eval_flags=ev.flags,
                                          suspicious=verdicts.get("suspicious", 0)))
 

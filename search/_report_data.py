@@ -98,6 +98,7 @@ class RunReport:
     sessions: tuple[Session, ...]
     prunes: Mapping[str, int]
     tolerance: str
+    gate_rejections: tuple[BestDecision, ...] = ()  # challengers the gate kept out
 
 
 def find_source(storage: BaseStorage, run: FrozenRun, node: FrozenNode) -> tuple[str | None, str]:
@@ -279,7 +280,9 @@ def build_run_report(storage: BaseStorage, run: FrozenRun, *, node_id: int | Non
         source=source, source_note=note,
         ci_eager=_ci(ev.eager, ev.timing) if ev else None,
         ci_compile=_ci(ev.compiled, ev.timing) if ev else None,
-        best_history=tuple(d for d in history if d.accepted), llm=llm_summary(storage, run.id),
+        best_history=tuple(d for d in history if d.accepted),
+        gate_rejections=tuple(d for d in history if not d.accepted),
+        llm=llm_summary(storage, run.id),
         gpu_seconds=sum(r.gpu_seconds for r in results)
         + sum(d.retime_seconds for d in history),
         wall_seconds=sum(max(0.0, (s.ended_at or s.heartbeat_at) - s.started_at)

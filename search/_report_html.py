@@ -253,16 +253,26 @@ def _timing(r: RunReport) -> str:
                       f"; this kernel reaches {100 * (ev.roofline_fraction or 0):.1f}% of it"))
     out += kv_table(facts)
     if r.best_history:
-        out += "<h3>Gate decisions that made a new best</h3>" + table(
-            ["node", "replaced", "reason", "p-value", "U", "new median µs", "old median µs",
-             "improvement", "samples new / old"],
-            [(d.node_id, d.previous_best_id or "-", d.reason,
-              "-" if d.p_value is None else f"{d.p_value:.2g}",
-              "-" if d.u_statistic is None else f"{d.u_statistic:.0f}",
-              _us(d.median_new_us), _us(d.median_old_us),
-              "-" if d.improvement is None else f"{100 * d.improvement:.1f}%",
-              f"{d.n_new} / {d.n_old}") for d in r.best_history], numeric=(0, 3, 4, 5, 6, 7))
+        out += "<h3>Gate decisions that made a new best</h3>" + _gate_table(r.best_history,
+                                                                           "replaced")
+    if r.gate_rejections:
+        retimed = sum(1 for d in r.gate_rejections if d.n_old)
+        out += (f"<details><summary>Gate decisions that kept the best ({len(r.gate_rejections)}"
+                f" challengers, {retimed} re-timed against it)</summary>"
+                + _gate_table(r.gate_rejections, "best kept") + "</details>")
     return out
+
+
+def _gate_table(decisions: Sequence[Any], against: str) -> str:
+    return table(
+        ["node", against, "reason", "p-value", "U", "new median µs", "old median µs",
+         "improvement", "samples new / old"],
+        [(d.node_id, d.previous_best_id or "-", d.reason,
+          "-" if d.p_value is None else f"{d.p_value:.2g}",
+          "-" if d.u_statistic is None else f"{d.u_statistic:.0f}",
+          _us(d.median_new_us), _us(d.median_old_us),
+          "-" if d.improvement is None else f"{100 * d.improvement:.1f}%",
+          f"{d.n_new} / {d.n_old}") for d in decisions], numeric=(0, 3, 4, 5, 6, 7))
 
 
 def _environment(r: RunReport, db: str) -> str:

@@ -61,6 +61,9 @@ def test_bundled_suites():
     assert [t.task for t in every.tasks] == [t.task for s in (a, f, g) for t in s.tasks]
     assert {t.task for t in every.tasks} <= tasks  # every entry is a bundled task
     assert {t.task for t in every.tasks} == tasks  # and `all` covers all of them
+    mem = load_suite("memory")
+    assert [(t.task, t.tier) for t in mem.tasks] == [(t.task, t.tier) for s in (a, f)
+                                                     for t in s.tasks]
 
 
 def test_suite_files(tmp_path):
@@ -138,6 +141,27 @@ def test_sanity_flags():
                  "timing_disagreement", "2 candidate(s) judged suspicious"):
         assert text in flags
     assert sanity_flags(ok("fine", 3.0, 1.5, frac=0.9)) == ()
+
+
+def test_a_best_the_gate_re_timed_differently_is_flagged():
+    # on the H200 a run's first evaluation measured 2377 us; the gate's re-timing of the
+    # same kernel in fresh workers gave 2287 us, and the table printed 2377 without a word
+    from cutegen.codegen.bench import latest_retime_us
+    from cutegen.search.storage import BestDecision
+
+    history = [BestDecision(1, 16, None, True, "first correct candidate"),
+               BestDecision(1, 17, 16, False, "0.6% faster", median_new_us=2273.0,
+                            median_old_us=2287.7, n_new=100, n_old=100),
+               BestDecision(1, 18, 16, False, "not faster on its own evaluation")]
+    assert latest_retime_us(history, 16) == 2287.7
+    assert latest_retime_us(history, 17) is None  # rejected: never the best
+    accepted = [*history, BestDecision(1, 19, 16, True, "faster", median_new_us=2200.0,
+                                       median_old_us=2290.0, n_new=100, n_old=100)]
+    assert latest_retime_us(accepted, 19) == 2200.0
+    r = TaskResult("t", "bf16", "A", "ok", best_us=2377.4, retimed_us=2287.7)
+    (flag,) = sanity_flags(r)
+    assert "re-timed at 2,287.7 us" in flag and "-3.8%" in flag
+    assert sanity_flags(TaskResult("t", "bf16", "A", "ok", best_us=100.0, retimed_us=99.0)) == ()
 
 
 def test_ceilings_from_samples():

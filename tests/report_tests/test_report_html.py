@@ -78,6 +78,7 @@ def test_page_structure(fake_run, tmp_path):
     n_nodes = s.n_nodes(run.id)
     ev = s.get_evaluation(best.id)
     source = s.get_source(best.id)
+    rejected = [d for d in s.get_best_history(run.id) if not d.accepted]
     s.close()
     assert path == tmp_path / f"{fake_run.name}.html"
     page = Page(path.read_text(encoding="utf-8"))
@@ -100,6 +101,10 @@ def test_page_structure(fake_run, tmp_path):
     assert "loads are 64-bit: widen to 128-bit" in guidance and "ldg_max_bits" not in guidance
     assert f"node {best.id}, sass: 2 findings</summary>" in html
     assert "<td>sass.ldg_max_bits</td><td>64</td><td>global loads 64-bit</td>" in html
+    # the challengers the gate kept out are listed too, with why (folded)
+    assert rejected and (f"Gate decisions that kept the best ({len(rejected)} challengers"
+                         in html)
+    assert rejected[-1].reason in text
     assert "ncu: unavailable" in text
     assert "fake-model $0.0123" in text and "$0.01" in text  # LLM section and card
     assert "FakeGPU" in text and "2.0-fake" in text  # versions from the run row
