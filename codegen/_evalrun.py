@@ -173,6 +173,7 @@ def _drive(ev: LocalEvaluator, w: Child, job: dict[str, Any], loop: _Loop) -> No
             deadline = time.monotonic() + o.run_timeout_s
         elif typ == "timing":
             f.samples = [float(x) for x in msg["samples"]]
+            f.late_calls = int(msg.get("late", 0))
         elif typ == "timed_output":
             loop.timed.append(msg)
         elif typ == "burst_start":

@@ -48,6 +48,7 @@ class RunFacts:
     trial_meta_problems: list[str] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # the worker's "kernels" message
     samples: list[float] | None = None
+    late_calls: int = 0  # timed calls redone: queued after their start event had fired
     timed_results: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     host_per_call_us: float | None = None
     burst_event_us: float | None = None
@@ -143,6 +144,10 @@ def decide(f: RunFacts) -> Decision:
                             f"CUDA events {b:.1f} us over the same calls", tuple(details))
         if b > 1.5 * med + 5.0:
             flags.append("host_bound")
+    if f.late_calls:
+        details.append(f"{f.late_calls} timed call(s) were queued after their start event had "
+                       "fired (the host was slower than the GPU-side sleep) and were timed "
+                       "again with a longer sleep")
     return Decision(Stage.BENCHMARK, Verdict.CORRECT, f"correct; {med:.2f} us median",
                     tuple(details), tuple(flags))
 

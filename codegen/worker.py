@@ -218,11 +218,12 @@ class _Job:
                 kept[i] = [o.clone() if isinstance(o, torch.Tensor) else o for o in flatten_outputs(out)]
 
         self.rep.set_phase("bench")
+        late0 = self.timer.late_calls
         with torch.no_grad():
             samples = self.timer.time_calls(lambda: m(*inputs), warmup=int(b["warmup"]),
                                             runs=int(b["runs"]), before_each=before,
                                             after_each=after)
-        self.rep.send("timing", samples=samples)
+        self.rep.send("timing", samples=samples, late=self.timer.late_calls - late0)
         for i, outs in sorted(kept.items()):
             path = self.scratch / f"timed_{i}.bin"
             _tensorfile.save(path, outs)
