@@ -98,6 +98,7 @@ class Row:
     verdicts: dict[str, int]
     compile_s_median: float | None
     tree: str  # hash of (parent, source) pairs: equal hashes mean the same tree
+    best_source: str = ""  # sha256 (12) of the fastest correct candidate: the same kernel?
 
 
 class _SharedBaselines:
@@ -136,7 +137,10 @@ def _row(label: str, store: SqliteStorage, run: Any, wall: float, stamps: list[f
          pool: Any = None) -> Row:
     nodes = store.get_nodes(run.id)
     evs = [store.get_evaluation(n.id) for n in nodes if n.state.is_finished()]
-    speedups = [e.speedup_eager for e in evs if e.verdict == Verdict.CORRECT and e.speedup_eager]
+    ok = [(e.speedup_eager, n.source_sha256) for n, e in zip(
+        [n for n in nodes if n.state.is_finished()], evs, strict=True)
+        if e.verdict == Verdict.CORRECT and e.speedup_eager]
+    speedups = [x for x, _ in ok]
     comp = [float(e.stage_seconds["compile"]) for e in evs if "compile" in e.stage_seconds]
     span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
     tree = hashlib.sha256(repr([(n.parent_id, n.source_sha256) for n in nodes]).encode())
@@ -146,21 +150,22 @@ def _row(label: str, store: SqliteStorage, run: Any, wall: float, stamps: list[f
                ({f"gpu{h.device}": h.evaluations for h in pool.health()} if pool is not None
                 else dict(Counter(e.gpu or "?" for e in evs))),
                dict(Counter(e.verdict.value for e in evs)),
-               round(statistics.median(comp), 2) if comp else None, tree.hexdigest()[:12])
+               round(statistics.median(comp), 2) if comp else None, tree.hexdigest()[:12],
+               max(ok)[1][:12] if ok else "")
 
 
 def _print(rows: list[Row], title: str) -> None:
     print(f"\n{title}")
     base = rows[0].per_min or 1.0
     head = f"{'configuration':40} {'evals':>5} {'wall s':>7} {'evals/min':>9} {'x':>5} " \
-           f"{'best':>6} {'compile s':>9}  tree          per device / verdicts"
+           f"{'best':>6} {'compile s':>9}  tree          best kernel   per device / verdicts"
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r.label:40} {r.evals:5d} {r.wall_s:7.1f} {r.per_min:9.1f} "
               f"{r.per_min / base:5.2f} {r.best_speedup or float('nan'):6.2f} "
               f"{r.compile_s_median if r.compile_s_median is not None else float('nan'):9.2f}"
-              f"  {r.tree}  {r.per_device} {r.verdicts}")
+              f"  {r.tree}  {r.best_source or '-':12}  {r.per_device} {r.verdicts}")
 
 
 def gpu_mode(a: argparse.Namespace) -> list[Row]:

@@ -35,7 +35,9 @@ def _command_line(ctx: click.Context) -> str:
     parts = ["cutegen", ctx.info_name or "bench"]
     for p in ctx.command.params:
         v = ctx.params.get(p.name or "")
-        if v in (None, False, (), "") or v == p.default:
+        # `is`, not `in`: 0 == False, and `--gpu 0` was dropped from the recorded command
+        if v is None or v is False or v == () or v == "" or (v == p.default
+                                                              and type(v) is type(p.default)):
             continue
         if isinstance(p, click.Argument):
             parts.append(str(v))
