@@ -98,7 +98,8 @@ def run_jobs(jobs: Sequence[Job], *, gpus: Sequence[int | None], workdir: Path,
                 if left is not None:
                     kwargs["max_minutes"] = (left + job.past_s) / 60
                 spec = workdir / f"{job.index:03d}-{job.label}.json"
-                spec.write_text(json.dumps({"command": job.command, "kwargs": kwargs}))
+                spec.write_text(json.dumps({"command": job.command, "kwargs": kwargs},
+                                           default=str))
                 Path(str(spec) + ".result").unlink(missing_ok=True)
                 log = spec.with_suffix(".log")
                 on_start(job, gpus[slot])
