@@ -436,9 +436,9 @@ def test_a_failed_bench_job_reports_its_log_tail(tmp_path):
     assert "gpu" not in json.loads((tmp_path / "001-t.json").read_text())["kwargs"]
 
 
-@pytest.mark.slow
-def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
-    """Two compile-only searches at once, each in a `python -m cutegen._bench_jobs` child."""
+def _scale_shift_suite(tmp_path, monkeypatch, *, max_evals: int, tiers: tuple[str, ...]):
+    """A suite of the scale_shift test task (once per tier) with a rendered seed, and an
+    empty compile cache: what the compile-only bench tests run through real workers."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -448,10 +448,17 @@ def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
     spec.loader.exec_module(mod)
     (tmp_path / "seed.py").write_text(mod.render())
     task = DATA / "tasks" / "scale_shift.py"
-    (tmp_path / "suite.toml").write_text(
-        f'name = "ci"\nmax_evals = 1\n[[tasks]]\ntask = "{task}"\nseed_candidates = ["seed.py"]'
-        f'\n[[tasks]]\ntask = "{task}"\ntier = "again"\nseed_candidates = ["seed.py"]\n')
+    entries = "".join(f'[[tasks]]\ntask = "{task}"\nseed_candidates = ["seed.py"]\n'
+                      + (f'tier = "{t}"\n' if t else "") for t in tiers)
+    (tmp_path / "suite.toml").write_text(f'name = "ci"\nmax_evals = {max_evals}\n{entries}')
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "suite.toml"
+
+
+@pytest.mark.slow
+def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
+    """Two compile-only searches at once, each in a `python -m cutegen._bench_jobs` child."""
+    _scale_shift_suite(tmp_path, monkeypatch, max_evals=1, tiers=("", "again"))
     out = tmp_path / "out"
     r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "suite.toml"), "--compile-only",
                                     "--jobs", "2", "--db", str(tmp_path / "b.db"), "--out",
@@ -475,18 +482,7 @@ def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch
 @pytest.mark.slow
 def test_bench_compile_only_with_the_real_evaluator(tmp_path, monkeypatch):
     """CI's smoke run: a one-task suite, compile-only, through the real worker processes."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "codegen_fixtures", DATA.parent / "codegen_tests" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    (tmp_path / "seed.py").write_text(mod.render())
-    (tmp_path / "suite.toml").write_text(
-        f'name = "ci"\nmax_evals = 2\n[[tasks]]\ntask = "{DATA / "tasks" / "scale_shift.py"}"'
-        '\nseed_candidates = ["seed.py"]\n')
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _scale_shift_suite(tmp_path, monkeypatch, max_evals=2, tiers=("",))
     out = tmp_path / "out"
     r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "suite.toml"), "--compile-only",
                                     "--db", str(tmp_path / "b.db"), "--out", str(out)],
