@@ -260,9 +260,10 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     counted as 1.0×.
 
     \b
-    Suites: tierA (bf16 memory-bound), fp32, gemm, all, or a .toml file.
+    Suites: tierA (bf16 memory-bound), fp32, memory (both), gemm, all, or a .toml file.
     Examples:
       cutegen bench tierA --out bench-out/
+      cutegen bench memory --jobs 2 --out bench-out/   (two GPUs: two tasks at a time)
       cutegen bench gemm --max-evals 60 --out bench-gemm/
       cutegen bench --kernelbench ~/KernelBench --level 1 --problems 19,23,40
       cutegen bench tierA --compile-only --max-evals 3     (no GPU: CI smoke run)
