@@ -49,10 +49,15 @@ class Job:
 
 
 def spawn_process(spec: Path, log: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m cutegen._bench_jobs SPEC`` with its output going to ``log``."""
+    """Start ``python -m cutegen._bench_jobs SPEC`` with its output going to ``log``.
+
+    The child gets a session of its own, so a Ctrl-C at the terminal reaches the bench
+    only, which passes exactly one SIGINT on (a second one would abort the evaluation in
+    flight instead of letting it finish)."""
     with open(log, "ab") as f:
         return subprocess.Popen([sys.executable, "-m", "cutegen._bench_jobs", str(spec)],
-                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
 
 
 def _tail(path: Path, lines: int = 5) -> str:

@@ -455,6 +455,43 @@ def _scale_shift_suite(tmp_path, monkeypatch, *, max_evals: int, tiers: tuple[st
     return tmp_path / "suite.toml"
 
 
+def test_ctrl_c_stops_every_running_bench_job_once(tmp_path):
+    from cutegen._bench_jobs import Job, run_jobs
+
+    class Running:
+        polls = 0
+
+        def __init__(self):
+            self.signals = []
+
+        def poll(self):
+            Running.polls += 1
+            if Running.polls == 1:
+                raise KeyboardInterrupt  # Ctrl-C arrives while the bench waits
+            return 130 if self.signals else None
+
+        def send_signal(self, sig):
+            self.signals.append(sig)
+
+        def wait(self, timeout=None):
+            return 130
+
+    procs = []
+
+    def spawn(spec, log):
+        procs.append(Running())
+        return procs[-1]
+
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([Job(k, f"t{k}", "search", {}) for k in (1, 2, 3)], gpus=[0, 1],
+                 workdir=tmp_path, time_left=lambda: None, min_task_s=30,
+                 on_start=lambda j, g: None, on_done=lambda j: None,
+                 on_skip=lambda j: None, spawn=spawn, poll_s=0)
+    import signal
+
+    assert [p.signals for p in procs] == [[signal.SIGINT], [signal.SIGINT]]  # one each
+
+
 @pytest.mark.slow
 def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
     """Two compile-only searches at once, each in a `python -m cutegen._bench_jobs` child."""
