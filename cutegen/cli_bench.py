@@ -171,6 +171,8 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
             click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
             results[job.index] = error_result(entry, job.error)
             return
+        if job.error:  # it stopped early but stored what it did: the table shows that
+            click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
         results[job.index], status = _collect(db, name, entry, ceil, out if reports else None)
         r = results[job.index]
         best = f"{r.speedup_eager:.2f}x vs eager" if r.speedup_eager else r.status
@@ -338,7 +340,9 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
         _run_concurrently(todo, jobs=jobs, gpus=gpus, gpu=gpu, kwargs_for=kwargs_for,
                           time_left=time_left, results=results, n=n, db=db, ceil=ceil,
                           out=out, reports=reports, taken=taken, compile_only=compile_only)
-    else:
+    else:  # one job (or one task left): in this process, on the first job's GPU
+        if jobs > 1 and not compile_only:
+            gpu = _job_gpus(jobs, gpus, gpu)[0]
         for i, entry, name, past_s in todo:
             left_s = time_left()
             if left_s is not None and left_s < _MIN_TASK_S:

@@ -396,6 +396,28 @@ def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeyp
     assert isinstance(bad.exception, ConfigError) and "needs 3 GPUs" in str(bad.exception)
 
 
+def test_bench_jobs_with_one_task_left_runs_it_here_on_the_first_jobs_gpu(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
+    seen = []
+
+    def make(task, opts, run_dir, storage):
+        seen.append(opts.gpu)
+        return FakeEvaluator(seed=2)
+
+    monkeypatch.setattr(cli_search, "_make_evaluator", make)
+    (tmp_path / "toy_bf16.py").write_text(TASK_SRC)
+    seed = _scale_shift_suite(tmp_path, monkeypatch, max_evals=1, tiers=("",)).parent / "seed.py"
+    (tmp_path / "one.toml").write_text(
+        f'name = "one"\nmax_evals = 2\n[[tasks]]\ntask = "toy_bf16.py"\n'
+        f'seed_candidates = ["{seed}"]\n')
+    r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "one.toml"), "--db",
+                                    str(tmp_path / "b.db"), "--no-ceilings", "--jobs", "2",
+                                    "--gpus", "4,5"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert seen == [4]  # not --gpu's default: the GPUs the user gave the jobs
+
+
 def test_bench_jobs_skip_what_the_time_limit_leaves_no_room_for(tmp_path):
     from cutegen._bench_jobs import Job, run_jobs
 
