@@ -127,12 +127,12 @@ def _collect(db: str, name: str, entry: Any, ceil: Any, out: str | None) -> tupl
 
 
 def _job_gpus(jobs: int, gpus: str | None, gpu: int | None) -> list[int | None]:
-    """The GPU of each job slot: --gpus as given, else GPU k for slot k (from --gpu on)."""
-    if gpus:
-        try:
-            ids = [int(x) for x in gpus.replace(" ", "").split(",") if x]
-        except ValueError as e:
-            raise ConfigError(f"--gpus takes GPU indices like 0,1: {gpus!r}") from e
+    """The GPU of each job slot: --gpus as given (parsed as `cutegen search --gpus`), else
+    GPU k for slot k (from --gpu on)."""
+    from cutegen.codegen.pool import parse_gpus
+
+    ids = parse_gpus(gpus)
+    if ids is not None:
         if len(ids) < jobs:
             raise ConfigError(f"--jobs {jobs} needs {jobs} GPUs; --gpus lists {len(ids)}")
         return list(ids[:jobs])
@@ -220,11 +220,12 @@ def _stdout_to_stderr() -> Any:
               help="Only compile candidates (no GPU; for CI): nothing is verified or timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
-@click.option("--jobs", type=click.IntRange(1, None), default=1, show_default=True,
+@click.option("--jobs", type=click.IntRange(1, None), default=None,
               help="Search this many tasks at once, each in a process of its own on a GPU of "
-                   "its own (job k on GPU k, or on the k-th of --gpus); logs go to OUT/logs/.")
-@click.option("--gpus", default=None, metavar="N,N,...",
-              help="With --jobs: the GPUs to use, one per job.")
+                   "its own (job k on GPU k, or on the k-th of --gpus); logs go to OUT/logs/. "
+                   "[default: one per GPU of --gpus, else 1]")
+@click.option("--gpus", default=None, metavar="all|0,1",
+              help="The GPUs for --jobs, one per job ('all', or indices).")
 @click.option("--no-ceilings", is_flag=True,
               help="Do not measure copy bandwidth and GEMM rate; use PERFORMANCE.md's H200 "
                    "values (said so in the output).")
@@ -246,7 +247,8 @@ def _stdout_to_stderr() -> Any:
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
               problems: str | None, db: str, max_evals: int | None,
               max_gpu_minutes: float | None, out: str | None, reports: bool,
-              compile_only: bool, arch: str, gpu: int | None, jobs: int, gpus: str | None,
+              compile_only: bool, arch: str, gpu: int | None, jobs: int | None,
+              gpus: str | None,
               no_ceilings: bool, seed: int,
               run_prefix: str | None, rewriter: str, max_minutes: float | None, resume: bool,
               **llm: Any) -> None:
@@ -281,6 +283,12 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     from cutegen.codegen.roofline import H200_MEASURED
 
     s = _suite(suite, kernelbench, level, problems, max_evals)
+    if gpus is not None and gpu is not None:
+        raise ConfigError("give --gpu or --gpus, not both")
+    if jobs is None:  # one job per GPU given
+        from cutegen.codegen.pool import parse_gpus
+
+        jobs = len(parse_gpus(gpus) or ()) or 1 if not compile_only else 1
     budget = max_evals or s.max_evals
     if not compile_only:
         require_gpu("benchmarking (verifying and timing candidates)")

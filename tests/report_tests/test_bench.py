@@ -394,6 +394,18 @@ def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeyp
     bad = CliRunner().invoke(_cli(), [*base[:-6], "--run-prefix", "j2", "--jobs", "3",
                                       "--gpus", "0,1"])
     assert isinstance(bad.exception, ConfigError) and "needs 3 GPUs" in str(bad.exception)
+    bad = CliRunner().invoke(_cli(), [*base[:-6], "--run-prefix", "j3", "--jobs", "2",
+                                      "--gpus", "1,1"])
+    assert isinstance(bad.exception, ConfigError) and "distinct" in str(bad.exception)
+    # --gpus alone: one job per GPU
+    children.clear()
+    r = CliRunner().invoke(_cli(), [*base[:-6], "--run-prefix", "j4", "--gpus", "6,7"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert sorted(c.spec["kwargs"]["gpu"] for c in children[:2]) == [6, 7]
+    both = CliRunner().invoke(_cli(), [*base[:-6], "--run-prefix", "j5", "--gpus", "0,1",
+                                       "--gpu", "0"])
+    assert isinstance(both.exception, ConfigError) and "not both" in str(both.exception)
 
 
 def test_bench_jobs_with_one_task_left_runs_it_here_on_the_first_jobs_gpu(tmp_path,
