@@ -55,7 +55,8 @@ into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole interleaved
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
-default) admit it; bf16 / fp16 tasks: their own precision only).
+default) admit it; bf16 / fp16 tasks: their own precision only), and ``fast_math`` (bf16 /
+fp16 outputs whose epilogue has a transcendental, e.g. Swish: approximate ``exp`` / ``tanh``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ import textwrap
 
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Plan
-from cutegen.codegen.families.pointwise import VPOW, chain_function
+from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
 
@@ -115,6 +116,8 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
             precision]
         if precision not in choices["precision"]:
             choices["precision"].append(precision)
+    if fast_math_applies(plan.out_dtype, plan.epilogue):  # approximate epilogue transcendentals
+        values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices
 
 

@@ -2,8 +2,9 @@
 profiler-guided knob changes.
 
 * :func:`family_proposals`: the rendered candidates for a recognised task (the fused
-  default first, then each other strategy in :data:`STRATEGY_ORDER`, then the unfused
-  variant), move kind "family".
+  default first, then each other strategy in :data:`STRATEGY_ORDER`, then the default with
+  ``fast_math`` where a bf16 / fp16 result has transcendentals in its chains, then the
+  unfused variant), move kind "family".
 * :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
   ``FAMILY`` literal):
 
@@ -88,10 +89,14 @@ GEMM_HINT_RULES: tuple[HintRule, ...] = (
 )
 #: Initial gemm candidates besides the default: (label, knob values), each used when its
 #: values are allowed choices that differ from the defaults.
+#: Order: the bench of the gemm suite on an H200 (BENCHMARKS.md, 2026-11-30, 12 tasks) had
+#: cluster 2x1 best or within 1% of it on 11, raster n + swizzle 4 ahead of tile_n 128 on all 12;
+#: fast math (offered only where an epilogue has a transcendental) has not been measured.
 GEMM_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("cluster 2x1", {"cluster_m": 2}),
-    ("tile_n 128", {"tile_n": 128}),
+    ("fast math", {"fast_math": True}),
     ("raster n, swizzle 4", {"raster": "n", "swizzle": 4}),
+    ("tile_n 128", {"tile_n": 128}),
 )
 
 _CACHE: dict[str, Recognition] = {}
@@ -129,10 +134,14 @@ def not_covered_message(task: Task) -> str:
     return "" if rec.covered or rec.not_covered is None else rec.not_covered.message
 
 
-def _move(plan: Plan, strategy: str, fused: bool) -> Move:
-    how = "" if fused or not can_split(plan) else ", unfused"
-    return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap",
-                {"family": plan.family, "op": plan.op, "strategy": strategy, "fused": fused})
+def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False) -> Move:
+    how = ("" if fused or not can_split(plan) else ", unfused") + (", fast math" if fast_math
+                                                                   else "")
+    params: dict[str, object] = {"family": plan.family, "op": plan.op, "strategy": strategy,
+                                 "fused": fused}
+    if fast_math:
+        params["fast_math"] = True
+    return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap", params)
 
 
 #: The order in which the other strategies of a family are offered at the root (a short
@@ -161,19 +170,23 @@ def family_proposals(task: Task) -> list[Proposal]:
             continue
         values, choices = knobs(plan)
         default = values["strategy"]
-        variants = [(default, True)] + [(s, True) for s in _ordered(plan.family,
-                                                                    choices["strategy"])
-                                        if s != default]
+        variants = [(default, True, False)] + [(s, True, False) for s in _ordered(
+            plan.family, choices["strategy"]) if s != default]
+        if "fast_math" in choices:  # transcendentals into a bf16 / fp16 result
+            variants.append((default, True, True))
         if can_split(plan):
-            variants.append((default, False))
-        for strategy, fused in variants:
+            variants.append((default, False, False))
+        for strategy, fused, fast in variants:
+            tunables: dict[str, object] = {"strategy": strategy}
+            if fast:
+                tunables["fast_math"] = True
             try:
-                code = render(plan, task.source, tunables={"strategy": strategy}, fused=fused)
+                code = render(plan, task.source, tunables=tunables, fused=fused)
             except TaskModuleError as e:  # remembered, so not_covered_message says why
                 _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
                     f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
                 return []
-            move = _move(plan, strategy, fused)
+            move = _move(plan, strategy, fused, fast)
             out.append(Proposal(CandidateSource(code, f"family:{move.description}"), move))
     return out
 

@@ -23,6 +23,20 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _ROUND = {"bfloat16": "cutlass.BFloat16", "float16": "cutlass.Float16"}
 
 
+#: The candidate file's name for ``TUNABLES["fast_math"]`` (defined by head.py.tmpl): True
+#: evaluates the chain's transcendentals with the DSL's fast-math lowering (approximate
+#: ``ex2`` / reciprocal, fewer range-reduction steps), errors far inside a bf16 / fp16
+#: result's rounding but not always inside fp32's 1e-4; offered only for half-precision
+#: results (:func:`fast_math_applies`).
+FAST = "_FAST_MATH"
+
+
+def _fm(fn: str, x: str) -> str:
+    """``cute.math.<fn>(x)``, approximate when the file's fast-math knob is on (``fastmath=``:
+    the DSL's ``approx=`` of tanh is scalar-only, and chains compute on vectors)."""
+    return f"cute.math.{fn}({x}, fastmath={FAST})"
+
+
 def _num(x: object) -> str:
     """A Python literal for a number (``float('inf')`` spelled so the candidate parses)."""
     f = float(x)  # type: ignore[arg-type]
@@ -35,7 +49,7 @@ def _num(x: object) -> str:
 
 def _softplus(a: str, beta: float) -> str:
     bx = f"({a} * {_num(beta)})" if beta != 1 else a
-    core = f"(_vmax({bx}, 0.0) + cute.math.log1p(cute.math.exp(-cute.math.abs({bx}))))"
+    core = f"(_vmax({bx}, 0.0) + {_fm('log1p', _fm('exp', f'-cute.math.abs({bx})'))})"
     return core if beta == 1 else f"({core} * {_num(1.0 / beta)})"
 
 
@@ -52,7 +66,7 @@ def _pow(a: str, b: str, n: PwNode) -> str:
             return f"({prod})" if e > 0 else f"(1.0 / ({prod}))"
     base = n.param("base_value")
     if base is not None and float(base) > 0:
-        return f"cute.math.exp2({b} * {_num(math.log2(float(base)))})"
+        return _fm("exp2", f"{b} * {_num(math.log2(float(base)))}")
     return f"_vpow({a}, {b})"
 
 
@@ -68,8 +82,8 @@ def _clamp(a: str, lo: object, hi: object) -> str:
 def _gelu(a: str, n: PwNode) -> str:
     if n.param("approximate", "none") == "tanh":
         inner = f"({a} + 0.044715 * {a} * {a} * {a}) * {_SQRT_2_OVER_PI!r}"
-        return f"(({a} * 0.5) * (1.0 + cute.math.tanh({inner})))"
-    return f"(({a} * 0.5) * (1.0 + cute.math.erf({a} * {_INV_SQRT2!r})))"
+        return f"(({a} * 0.5) * (1.0 + {_fm('tanh', inner)}))"
+    return f"(({a} * 0.5) * (1.0 + {_fm('erf', f'{a} * {_INV_SQRT2!r}')}))"
 
 
 def _hardsigmoid(a: str) -> str:
@@ -94,18 +108,18 @@ EXPRESSIONS: dict[str, Callable[[list[str], PwNode], str]] = {
     "relu": lambda a, n: f"_vmax({a[0]}, 0.0)",
     "relu6": lambda a, n: f"_vmin(_vmax({a[0]}, 0.0), 6.0)",
     "gelu": lambda a, n: _gelu(a[0], n),
-    "silu": lambda a, n: f"({a[0]} / (1.0 + cute.math.exp(-{a[0]})))",
-    "sigmoid": lambda a, n: f"(1.0 / (1.0 + cute.math.exp(-{a[0]})))",
-    "tanh": lambda a, n: f"cute.math.tanh({a[0]})",
-    "exp": lambda a, n: f"cute.math.exp({a[0]})",
-    "exp2": lambda a, n: f"cute.math.exp2({a[0]})",
-    "log": lambda a, n: f"cute.math.log({a[0]})",
-    "log1p": lambda a, n: f"cute.math.log1p({a[0]})",
-    "expm1": lambda a, n: f"cute.math.expm1({a[0]})",
+    "silu": lambda a, n: f"({a[0]} / (1.0 + {_fm('exp', f'-{a[0]}')}))",
+    "sigmoid": lambda a, n: f"(1.0 / (1.0 + {_fm('exp', f'-{a[0]}')}))",
+    "tanh": lambda a, n: _fm("tanh", a[0]),
+    "exp": lambda a, n: _fm("exp", a[0]),
+    "exp2": lambda a, n: _fm("exp2", a[0]),
+    "log": lambda a, n: _fm("log", a[0]),
+    "log1p": lambda a, n: _fm("log1p", a[0]),
+    "expm1": lambda a, n: _fm("expm1", a[0]),
     "sqrt": lambda a, n: f"cute.math.sqrt({a[0]})",
     "rsqrt": lambda a, n: f"cute.math.rsqrt({a[0]})",
     "abs": lambda a, n: f"cute.math.abs({a[0]})",
-    "erf": lambda a, n: f"cute.math.erf({a[0]})",
+    "erf": lambda a, n: _fm("erf", a[0]),
     "square": lambda a, n: f"({a[0]} * {a[0]})",
     "reciprocal": lambda a, n: f"(1.0 / {a[0]})",
     "clamp": lambda a, n: _clamp(a[0], n.param("min"), n.param("max")),
@@ -113,15 +127,28 @@ EXPRESSIONS: dict[str, Callable[[list[str], PwNode], str]] = {
     "leaky_relu": lambda a, n: (f"(_vmax({a[0]}, 0.0) + "
                                 f"{_num(n.param('negative_slope', 0.01))} * _vmin({a[0]}, 0.0))"),
     "elu": lambda a, n: (f"(_vmax({a[0]}, 0.0) + "
-                         f"{_num(n.param('alpha', 1.0))} * cute.math.expm1(_vmin({a[0]}, 0.0)))"),
+                         f"{_num(n.param('alpha', 1.0))} * {_fm('expm1', f'_vmin({a[0]}, 0.0)')})"),
     "softplus": lambda a, n: _softplus(a[0], float(n.param("beta", 1.0))),
     "hardsigmoid": lambda a, n: _hardsigmoid(a[0]),
     "hardswish": lambda a, n: f"({a[0]} * {_hardsigmoid(a[0])})",
-    "mish": lambda a, n: f"({a[0]} * cute.math.tanh({_softplus(a[0], 1.0)}))",
+    "mish": lambda a, n: f"({a[0]} * {_fm('tanh', _softplus(a[0], 1.0))})",
     "cast": lambda a, n: (f"{a[0]}.to({_ROUND[n.param('dtype')]}).to(Float32)"
                           if n.param("dtype") in _ROUND else a[0]),
     "identity": lambda a, n: a[0],
 }
+
+
+#: Output dtypes whose rounding hides the approximations ``fast_math`` allows.
+FAST_MATH_DTYPES = frozenset({"bfloat16", "float16"})
+
+
+def fast_math_applies(out_dtype: str, *chains: Chain) -> bool:
+    """Whether ``TUNABLES["fast_math"]`` can change a file computing ``chains`` into an
+    ``out_dtype`` result: a half-precision output and a transcendental in some chain."""
+    if out_dtype not in FAST_MATH_DTYPES:
+        return False
+    return any(FAST in EXPRESSIONS[n.op](["a", "b", "c"], n)
+               for c in chains for n in c.nodes if n.op in EXPRESSIONS)
 
 
 def _var(i: int) -> str:

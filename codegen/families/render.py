@@ -16,7 +16,7 @@ import textwrap
 from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
-from cutegen.codegen.families.pointwise import VPOW, chain_function
+from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
 
@@ -60,6 +60,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})
+    if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
+        values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices
 
 

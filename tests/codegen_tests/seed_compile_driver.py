@@ -106,12 +106,14 @@ def sass_ops(sass: str) -> dict[str, Counter]:
     return _count_per_kernel(sass, _OP_RE, lambda m: m.group(1) + (m.group(2) or ""))
 
 
-_MMA_RE = re.compile(r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG)\b")
+_MMA_RE = re.compile(
+    r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG|MUFU\.[0-9A-Z]+)\b")
 
 
 def mma_ops(sass: str) -> dict[str, Counter]:
-    """Per kernel: counts of the math and TMA instructions the GEMM tests look at
-    (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG``, ``UTMASTG``)."""
+    """Per kernel: counts of the math and TMA instructions the family tests look at
+    (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG``, ``UTMASTG``, and the
+    special-function unit's ``MUFU.<fn>``: ``MUFU.TANH`` only from an approximate tanh)."""
     return _count_per_kernel(sass, _MMA_RE, lambda m: m.group(1))
 
 

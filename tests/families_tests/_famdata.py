@@ -92,6 +92,13 @@ def variants(name: str) -> list[tuple[str, bool]]:
     return out
 
 
+def offers_fast_math(name: str) -> bool:
+    """Whether the task's family candidate has the ``fast_math`` knob."""
+    from cutegen.codegen.families.render import knobs
+
+    return "fast_math" in knobs(plan_of(name))[1]
+
+
 @cache
 def rendered(name: str, strategy: str | None = None, fused: bool = True,
              extra: tuple[tuple[str, object], ...] = ()) -> str:

@@ -7,7 +7,7 @@ CASES.json is a list of ``{"file": CANDIDATE.py, "init": [...], "inputs": [{"sha
 and ``ModelNew(*init)(*inputs)`` runs on CPU tensors with the DSL's compile wrapped as in
 ``tests/codegen_tests/seed_compile_driver.py`` (whose helpers this reuses): each compiled
 kernel's register count, stack frame, SASS memory-op counts and math / TMA instruction counts
-(``mma``: HGMMA.<shape>.<types>, HMMA, FFMA, UTMALDG, UTMASTG) are recorded and nothing is
+(``mma``: HGMMA.<shape>.<types>, HMMA, FFMA, UTMALDG, UTMASTG, MUFU.<fn>) are recorded and nothing is
 launched. Output: ``{"cases": [{"error": str | None, "compiles": [...]}]}``.
 """
 

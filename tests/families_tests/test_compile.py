@@ -10,6 +10,9 @@ once, so nothing of the DSL is imported here):
   on each of its VERIFY_SHAPES (1 row, 127 rows, odd and very long rows);
 * every other strategy of every covered bundled task, and the unfused variant of every task
   with fused pointwise ops, on the main shape;
+* ``fast_math`` on of every covered task that offers it (bf16 / fp16 results with a
+  transcendental in a chain), main shape: an approximate tanh compiles to ``MUFU.TANH``,
+  the accurate one never does;
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -49,6 +52,10 @@ def _build_cases() -> list[dict]:
         for strategy, fused in variants[1:]:
             if not fused or name in fd.BUNDLED_COVERED:
                 add(name, strategy, fused, {}, main, "variant")
+    for name in fd.covered_task_names():  # approximate transcendentals, where offered
+        if fd.offers_fast_math(name):
+            add(name, fd.variants(name)[0][0], True, {"fast_math": True}, fd.shapes(name)[0],
+                "fast_math")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -126,3 +133,32 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
                                                           "layer_norm", "rms_norm")
         if writes_rows:
             assert "STG.E.128" in ops, ops
+
+
+def _uses_tanh(name: str) -> bool:
+    plan = fd.plan_of(name)
+    return any(n.op in ("tanh", "mish") or (n.op == "gelu" and n.param("approximate") == "tanh")
+               for c in (plan.prologue, plan.epilogue) for n in c.nodes)
+
+
+_TANH_CASES = [i for i, c in enumerate(CASES) if c["name"] in fd.covered_task_names()
+               and _uses_tanh(c["name"]) and c["group"] in ("default", "fast_math")
+               and c["shape"] == fd.shapes(c["name"])[0]]
+
+
+def test_some_task_exercises_the_fast_tanh():
+    assert any(CASES[i]["group"] == "fast_math" for i in _TANH_CASES)
+
+
+@pytest.mark.parametrize("index", _TANH_CASES, ids=[_case_id(CASES[i]) for i in _TANH_CASES])
+def test_fast_math_turns_tanh_into_the_hardware_approximation(index, compiled):
+    """TUNABLES["fast_math"] is what decides MUFU.TANH (tanh.approx.f32): present with it on,
+    absent from the accurate default."""
+    c, res = CASES[index], compiled[index]
+    assert res["error"] is None, res["error"]
+    mufu = {op for comp in res["compiles"] for k in comp["kernels"].values() for op in k["mma"]
+            if op.startswith("MUFU")}
+    if c["knobs"].get("fast_math"):
+        assert "MUFU.TANH" in mufu, mufu
+    else:
+        assert "MUFU.TANH" not in mufu, mufu

@@ -34,14 +34,18 @@ OUT = fd.ROOT / "runs" / "families_gpu"
 SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
-CASES = [(name, fd.variants(name)[0][0], True) for name in sorted(fd.BUNDLED_COVERED)]
-CASES += [(name, s, f) for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
+CASES = [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_COVERED)]
+CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
+#: TUNABLES["fast_math"] (approximate transcendentals, bf16 / fp16 results only) on every
+#: bundled task that offers it: the approximation must stay inside the task's tolerance.
+CASES += [(name, fd.variants(name)[0][0], True, True) for name in sorted(fd.BUNDLED_COVERED)
+          if fd.offers_fast_math(name)]
 
 
 def _id(case) -> str:
-    name, strategy, fused = case
-    return f"{name}-{strategy}" + ("" if fused else "-unfused")
+    name, strategy, fused, fast = case
+    return f"{name}-{strategy}" + ("" if fused else "-unfused") + ("-fast_math" if fast else "")
 
 
 @pytest.fixture(scope="session")
@@ -87,8 +91,8 @@ def _record(case_id: str, path: Path, ev) -> dict:
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_family_candidate_is_correct(case, evaluators):
-    name, strategy, fused = case
-    code = fd.rendered(name, strategy, fused)
+    name, strategy, fused, fast = case
+    code = fd.rendered(name, strategy, fused, (("fast_math", True),) if fast else ())
     path = OUT / f"{_id(case)}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code)

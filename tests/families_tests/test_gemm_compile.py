@@ -11,6 +11,8 @@ DSL is imported here):
   main shape (sizes capped at 1024: the kernel takes M, N, K at run time, so only alignment
   classes matter) and on each VERIFY_SHAPE (M = 1, 127 x 1000 x 520, odd N and K: the pack
   and direct-store paths);
+* ``fast_math`` on, for every plan that offers it (a transcendental in a bf16 / fp16
+  epilogue, e.g. GELU);
 * every other allowed value of every knob, one knob at a time, on ``gemm_bf16`` and the
   precision / tile / epilogue / split-K / ``promote`` knobs on ``gemm_fp32`` (promotion adds
   a second fp32 fragment to the consumers' registers: still no spills).
@@ -60,6 +62,10 @@ def _build_cases() -> list[dict]:
             for v in allowed:
                 if v != values[knob]:
                     cases.append({"name": name, "knobs": {knob: v}, "shape": main})
+    for name in gp.PLANS:  # approximate epilogue transcendentals, where offered
+        if "fast_math" in gp.gemm_knobs_of(name)[1]:
+            cases.append({"name": name, "knobs": {"fast_math": True},
+                          "shape": _capped(gp.shapes(name)[0])})
     return cases
 
 

@@ -174,3 +174,44 @@ def test_a_constructor_that_cannot_be_copied_is_reported(tmp_path):
     rw = BuiltinRewriter()
     assert rw.initial(RewriteContext(task=task), n=8, rng=random.Random(0)) == []
     assert "Scale" in rw.not_covered(task)
+
+
+@pytest.mark.parametrize("name, offered", [
+    ("gelu_tanh_bf16", True), ("silu_bf16", True), ("gelu_scale_bias_bf16", True),
+    ("gelu_scale_bias_fp32", False),  # fp32 results: tanh.approx is outside 1e-4
+    ("relu_bf16", False), ("softmax_bf16", False),  # nothing transcendental in a chain
+])
+def test_fast_math_is_a_knob_only_for_half_results_with_transcendentals(name, offered):
+    _, props = _initial(name)
+    default = parse_tunables(props[0].candidate.code)
+    assert ("fast_math" in default) is offered
+    assert '_FAST_MATH = bool(TUNABLES.get("fast_math", False))' in props[0].candidate.code
+    fast = [p for p in props if p.move.params.get("fast_math")]
+    if not offered:
+        assert not fast
+        return
+    assert default["fast_math"].value is False and list(default["fast_math"].choices) == [
+        False, True]
+    # offered at the root right after the strategies, so a 4-evaluation search reaches it
+    assert len(fast) == 1 and props.index(fast[0]) <= 2, [p.move.description for p in props]
+    tun = parse_tunables(fast[0].candidate.code)
+    assert tun["fast_math"].value is True
+    assert {k: t.value for k, t in tun.items() if k != "fast_math"} == {
+        k: t.value for k, t in default.items() if k != "fast_math"}
+    assert "fast math" in fast[0].move.description
+
+
+def test_the_chain_reads_the_fast_math_flag_at_each_transcendental():
+    from cutegen.codegen.families.plan import Chain, PwNode
+    from cutegen.codegen.families.pointwise import chain_function, fast_math_applies
+
+    chain = Chain((PwNode(0, "gelu", ("@x",), (("approximate", "tanh"),)),
+                   PwNode(1, "sigmoid", ("%0",)), PwNode(2, "erf", ("%1",)),
+                   PwNode(3, "add", ("%2", "1.0"))), "%3")
+    src = chain_function("_f", chain, {"x": "v[0]"})
+    assert src.count("fastmath=_FAST_MATH") == 3  # tanh, exp, erf
+    assert fast_math_applies("bfloat16", chain) and fast_math_applies("float16", chain)
+    assert not fast_math_applies("float32", chain)
+    plain = Chain((PwNode(0, "relu", ("@x",)), PwNode(1, "mul", ("%0", "2.0"))), "%1")
+    assert not fast_math_applies("bfloat16", plain)
+    assert "_FAST_MATH" not in chain_function("_g", plain, {"x": "v[0]"})
