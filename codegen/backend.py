@@ -1,7 +1,7 @@
 """The evaluation seam: what the search needs from an evaluator, and the options it takes.
 
 The search talks to an :class:`Evaluator` bound to one task. Implementations: the local
-process-isolated evaluator (:class:`cutegen.codegen.evaluator.LocalEvaluator`), the fake one
+process-isolated evaluator (:class:`cutegen.codegen.eval.evaluator.LocalEvaluator`), the fake one
 used in CPU tests (:class:`cutegen.testing.FakeEvaluator`), and pools or remote engines that
 wrap them behind the same interface: one evaluator per GPU of this host
 (:class:`cutegen.codegen.pool.GpuPool`) or per GPU of a Ray cluster
@@ -39,7 +39,10 @@ class EvalOptions:
         bench_warmup / bench_runs: untimed and timed calls of the benchmark (runs >= 30).
         flush_mb: size of the buffer written before every timed call to flush the L2.
         baselines: time eager and torch.compile in the trusted reference worker.
-        check_kernels: profile one call to prove a CuTe kernel ran and no aten op did the work.
+        check_kernels: kept for stored settings; the native observer accounts for every call's
+            GPU work whatever its value (it cannot be turned off).
+        ghost_check: one timed call runs with the candidate's CuTe launches disabled and its
+            output must then be wrong (RELIABILITY.md C5).
         log_cap_bytes: how much of a worker's stdout/stderr tail is kept.
         host_mem_limit_mb: a worker whose resident memory grows past this is killed.
         gpu: device index given to the workers (``CUDA_VISIBLE_DEVICES``), None = inherit.
@@ -64,6 +67,7 @@ class EvalOptions:
     gpu: int | None = None
     keep_sass: bool = True
     static_checks: bool = True
+    ghost_check: bool = True
 
     def __post_init__(self) -> None:
         if self.bench_runs < 30 and not self.compile_only:

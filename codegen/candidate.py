@@ -192,7 +192,7 @@ def _replace_span(code: str, node: ast.AST, text: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def declared_precision(code: str) -> str:
     """The candidate's ``PRECISION`` declaration, or "" when it declares none (cached by
-    source text, like :func:`cutegen.codegen.static.check_source`)."""
+    source text, like :func:`cutegen.codegen.eval.static.check_source`)."""
     try:
         tree = parse_python(code)
     except SyntaxError:

@@ -17,7 +17,7 @@ from typing import Any
 
 #: Bumped whenever a change to verification or timing could change a verdict or a number.
 #: Stored with every evaluation; older "correct" verdicts are stale under a newer harness.
-HARNESS_VERSION = 1
+HARNESS_VERSION = 2
 
 
 class Stage(enum.IntEnum):
@@ -59,6 +59,7 @@ class Verdict(str, enum.Enum):
     OOM = "oom"
     RESOURCE_LIMIT = "resource_limit"
     SUSPICIOUS = "suspicious"
+    FORBIDDEN = "forbidden"
 
     @property
     def ok(self) -> bool:
@@ -85,6 +86,7 @@ _FAILURE_KIND = {
     Verdict.LIBRARY_CALL: "cheat",
     Verdict.THREAD_SPAWNED: "cheat",
     Verdict.SUSPICIOUS: "cheat",
+    Verdict.FORBIDDEN: "cheat",
     Verdict.CRASH: "crash",
     Verdict.TIMEOUT: "timeout",
     Verdict.OOM: "crash",
@@ -96,8 +98,8 @@ _FAILURE_KIND = {
 class Timing:
     """Times of one provider (candidate, eager or torch.compile), in microseconds.
 
-    ``samples_us`` are the raw per-call CUDA-event times, kept so every summary can be
-    recomputed; ``method`` says how they were taken.
+    ``samples_us`` are the raw per-call times, kept so every summary can be recomputed;
+    ``method`` says how they were taken.
     """
 
     median_us: float
@@ -105,7 +107,7 @@ class Timing:
     p90_us: float
     n: int
     samples_us: tuple[float, ...] = ()
-    method: str = "cuda-events, L2 flushed per call, fresh inputs per call"
+    method: str = "gpu-activity span (CUPTI observer), L2 flushed per call, fresh inputs per call"
 
     @staticmethod
     def from_samples(samples_us: Sequence[float], *, method: str | None = None) -> Timing:

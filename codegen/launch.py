@@ -6,7 +6,7 @@ shape from the specs the reference worker produced, compiles it with one untimed
 then runs the measured calls as :mod:`cutegen.profilers.protocol` describes (repeat count,
 energy readings, a torch.profiler trace), bracketed by ``cudaProfilerStart/Stop`` so
 ``ncu``/``nsys`` can limit themselves to them. It prints one result line and exits.
-The job file is written by :meth:`cutegen.codegen.evaluator.LocalEvaluator.profile_target`.
+The job file is written by :meth:`cutegen.codegen.eval.evaluator.LocalEvaluator.profile_target`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import time
 from typing import Any
 
 from cutegen.codegen.inputs import ArgSpec, generate
+
+#: Folders (os.pathsep-separated) the candidate may not open: a profiler's report folder.
+ENV_DENY = "CUTEGEN_LAUNCH_DENY"
 from cutegen.profilers.protocol import (
     ENV_ENERGY,
     ENV_REPEAT,
@@ -43,8 +46,16 @@ def _energy_mj() -> float | None:
 
 
 def run(job: dict[str, Any]) -> LaunchResult:
+    import cutlass.cute  # noqa: F401  (imported before the sandbox, as in the workers)
     import torch
 
+    from cutegen.codegen.eval.sandbox import install_audit_hook
+
+    torch.empty(1, device="cuda")
+    # The candidate runs here too: the same audit hook as in the evaluator's workers; it may
+    # write only in its own folder and never read what the profiler writes (ENV_DENY).
+    deny = [d for d in os.environ.get(ENV_DENY, "").split(os.pathsep) if d]
+    install_audit_hook(audit_fd=2, scratch=os.getcwd(), read_denied=deny)
     spec = importlib.util.spec_from_file_location("cutegen_profiled_candidate", job["candidate_path"])
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {job['candidate_path']}")

@@ -1,6 +1,6 @@
 """A local evaluation pool: one evaluator per GPU of this host, several candidates in flight.
 
-:class:`GpuPool` owns one :class:`~cutegen.codegen.evaluator.LocalEvaluator` per device, each
+:class:`GpuPool` owns one :class:`~cutegen.codegen.eval.evaluator.LocalEvaluator` per device, each
 pinned with ``EvalOptions.gpu`` (so its reference worker and every candidate worker see only
 that GPU through ``CUDA_VISIBLE_DEVICES``), and one daemon thread per device that *drives*
 evaluations; the evaluations themselves run in the evaluators' worker processes, as they do
@@ -403,7 +403,7 @@ class GpuPool:
 def _local_factory(task: Task, options: EvalOptions, run_dir: Path,
                    baseline_cache: BaselineCache | None, compile_cache: Any
                    ) -> EvaluatorFactory:
-    from cutegen.codegen.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
 
     def make(gpu: int | None) -> Evaluator:
         opts = dataclasses.replace(options, gpu=gpu) if gpu is not None else options

@@ -5,7 +5,7 @@ used, so the core never needs it.
 
 :func:`make_ray_pool` starts one Ray actor per device (``num_gpus=1``: Ray places it on a
 host with a free GPU and sets ``CUDA_VISIBLE_DEVICES`` for it); each actor owns a
-:class:`~cutegen.codegen.evaluator.LocalEvaluator`, which starts the reference and
+:class:`~cutegen.codegen.eval.evaluator.LocalEvaluator`, which starts the reference and
 candidate worker processes on the actor's host exactly as on a single machine. The search
 host wraps the actors in a :class:`~cutegen.codegen.pool.GpuPool` (one driving thread per
 actor), so leasing, device health, compile-ahead and the profiling scope are the local
@@ -111,7 +111,7 @@ class EvalActor:
         if factory is not None:
             self.ev: Any = factory(None)
             return
-        from cutegen.codegen.evaluator import LocalEvaluator
+        from cutegen.codegen.eval.evaluator import LocalEvaluator
 
         folder = Path(tempfile.mkdtemp(prefix="cutegen-task-"))
         path = folder / f"{task_name}.py"

@@ -10,7 +10,7 @@ with its sizes as module-level globals. Optional extras that cutegen reads:
 * ``TOLERANCE = {"atol": 1e-4, "rtol": 1e-4}``: overrides the per-dtype table.
 
 This module only reads the file; it never imports it. The reference is imported and run by
-the trusted reference worker (``cutegen.codegen.refworker``), which reports a reference that
+the trusted reference worker (``cutegen.codegen.eval.refworker``), which reports a reference that
 raises or inputs that cannot be used as a :class:`~cutegen.errors.TaskError`.
 """
 

@@ -16,7 +16,7 @@ import pytest
 from cutegen.codegen.backend import EvalOptions
 from cutegen.codegen.compile_cache import CompileCache
 from cutegen.codegen.evaluation import Verdict
-from cutegen.codegen.evaluator import LocalEvaluator
+from cutegen.codegen.eval.evaluator import LocalEvaluator
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,7 @@ def test_a7_output_flood_is_capped(scale_shift_task, make_candidate, tmp_path):
             sys.stdout.write("x" * 65536)
             sys.stderr.write("y" * 65536)
     """)
-    with _ev(scale_shift_task, tmp_path, run_timeout_s=5.0) as ev:
+    with _ev(scale_shift_task, tmp_path, run_timeout_s=5.0, static_checks=False) as ev:
         e = ev.evaluate(flood)
         assert e.verdict == Verdict.TIMEOUT
         assert len(e.log_tail) < 3 * 64 * 1024
@@ -220,7 +220,9 @@ def test_c10_forged_verdict_is_a_crash(scale_shift_task, make_candidate, tmp_pat
     """)
     with _ev(scale_shift_task, tmp_path, static_checks=False) as ev:
         e = ev.evaluate(forge)
-        assert e.verdict == Verdict.CRASH
+        # the forged frames land in the message pipe (corrupting it) and in the audit pipe
+        # (which reports them as attempts): never a success
+        assert e.verdict in (Verdict.CRASH, Verdict.FORBIDDEN), e.message
         _survives(ev, make_candidate)
 
 

@@ -15,7 +15,7 @@ import pytest
 from cutegen.codegen.backend import EvalOptions
 from cutegen.codegen.compile_cache import CompileCache
 from cutegen.codegen.evaluation import Verdict
-from cutegen.codegen.evaluator import LocalEvaluator
+from cutegen.codegen.eval.evaluator import LocalEvaluator
 
 V = Verdict
 

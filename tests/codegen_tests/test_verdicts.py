@@ -16,7 +16,7 @@ from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, V
 from cutegen.codegen.inputs import ArgSpec, generate, refill
 from cutegen.codegen.numerics import compare
 from cutegen.codegen.roofline import H200_DATASHEET, roofline, speed_of_light_us
-from cutegen.codegen.static import check_source
+from cutegen.codegen.eval.static import check_source
 
 # -- numerics ------------------------------------------------------------------------------
 
@@ -361,7 +361,7 @@ def test_tensorfile_rejects_malformed_headers(tmp_path, payload):
 def test_the_reference_worker_deletes_an_output_file_once_read(tmp_path):
     # outputs wait in tmpfs (host memory); at 4 GiB per trial they must not pile up until
     # the evaluation ends (softmax over 16384 x 131072 bf16 held ~36 GiB per evaluation)
-    from cutegen.codegen.refworker import Reference
+    from cutegen.codegen.eval.refworker import Reference
     from cutegen.codegen.tasks import load_bundled_task
 
     task = load_bundled_task("relu_bf16")

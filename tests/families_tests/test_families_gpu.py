@@ -51,7 +51,7 @@ def _id(case) -> str:
 @pytest.fixture(scope="session")
 def evaluators():
     """One LocalEvaluator per task (its reference worker is reused across that task's cases)."""
-    from cutegen.codegen.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
 
     OUT.mkdir(parents=True, exist_ok=True)
     SUMMARY.write_text("")

@@ -106,7 +106,7 @@ def test_rendered_file_declares_family_knobs_and_precision(name):
     """Rendering needs no DSL: the file parses, passes the static checks, and its TUNABLES,
     TUNABLE_CHOICES, FAMILY and PRECISION are what the search reads."""
     from cutegen.codegen.candidate import declared_precision, parse_tunables
-    from cutegen.codegen.static import check_source
+    from cutegen.codegen.eval.static import check_source
 
     code = gp.rendered(name)
     assert check_source(code).ok

@@ -136,7 +136,7 @@ def test_exported_module_imports_without_cutegen(real_export, tmp_path):
 def test_exported_module_compiles_for_sm90a(real_export, tmp_path):
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.compile_cache import CompileCache
-    from cutegen.codegen.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
 
     task, _, path = real_export
     opts = EvalOptions(compile_only=True, arch="sm_90a", compile_timeout_s=120.0)

@@ -1,13 +1,19 @@
-"""Watches the CuTe DSL compiler inside a candidate worker (never in the search process).
+"""Watches the CuTe DSL inside a worker (never in the search process).
 
-Installed by the worker before the candidate is imported, it wraps
+Installed by the candidate worker before the candidate is imported, it wraps
 
 * ``cute.compile`` (``CompileCallable.__call__``): reports the "compile" phase to the
   parent (which applies the compile timeout, separate from the run timeout), records the
-  kernel names, the compiled artifacts (PTX / cubin / SASS) and compile errors, and in
-  compile-only mode returns a no-op instead of the launchable function;
+  kernel names and artifacts the DSL reports and compile errors, and in compile-only mode
+  returns a no-op instead of the launchable function;
 * the DSL's ``compile_and_cache``: sees compiles triggered by calling a ``@cute.jit``
-  function directly, so their kernels and artifacts are recorded too.
+  function directly;
+* the executor's ``run_compiled_program`` (every launch of compiled DSL code goes through
+  it): while the **ghost** switch is on, launches are skipped, so the parent can check
+  that the call's output then changes (RELIABILITY.md C5).
+
+What it records are claims of the candidate's process: the parent's kernel identity comes
+from the native observer's module records.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ class CompileRecord:
     error: str = ""
     sass: list[str] = field(default_factory=list)
     ptx: list[str] = field(default_factory=list)
+    ghost: bool = False
+    skipped_launches: int = 0
 
 
 class _NoOpCompiled:
@@ -40,6 +48,7 @@ class _NoOpCompiled:
 def install(*, compile_only: bool, on_phase: Callable[[str], None]) -> CompileRecord:
     """Patch the DSL in this process; returns the record the hook fills."""
     from cutlass.base_dsl.compiler import CompileCallable
+    from cutlass.base_dsl.jit_executor import JitExecutor
     from cutlass.cutlass_dsl import cutlass as cutlass_dsl_mod
 
     rec = CompileRecord()
@@ -92,4 +101,14 @@ def install(*, compile_only: bool, on_phase: Callable[[str], None]) -> CompileRe
             return compiled
 
         cls.compile_and_cache = wrapped_cc
+
+    original_run = JitExecutor.run_compiled_program
+
+    def gated_run(self: Any, exe_args: Any) -> Any:
+        if rec.ghost:
+            rec.skipped_launches += 1
+            return None
+        return original_run(self, exe_args)
+
+    JitExecutor.run_compiled_program = gated_run  # type: ignore[method-assign]
     return rec

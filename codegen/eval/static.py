@@ -32,9 +32,36 @@ TENSOR_METHODS = frozenset({
 })
 BANNED_MODULES = frozenset({
     "subprocess", "multiprocessing", "threading", "_thread", "concurrent", "socket",
-    "ctypes", "cffi", "gc", "inspect", "signal", "pty", "asyncio", "importlib", "builtins",
-    "torch.utils.cpp_extension", "triton", "cupy", "numba", "pycuda", "cuda.bindings.runtime",
+    "ctypes", "_ctypes", "cffi", "_cffi_backend", "gc", "inspect", "signal", "pty",
+    "asyncio", "importlib", "builtins", "mmap", "sys", "os", "traceback", "marshal",
+    "torch.utils.cpp_extension", "torch.cuda._utils", "torch._inductor", "torch.profiler",
+    "torch.autograd.profiler", "triton", "cupy", "cupyx", "numba", "llvmlite", "pycuda",
+    "jax", "tvm", "tvm_ffi", "cuda.bindings.runtime", "cuda.bindings.nvrtc",
+    "cuda.bindings.nvjitlink", "cuda.core", "cuda.cuda", "cuda.cudart", "cuda.nvrtc",
 })
+#: Names that reach native memory, other kernel loaders or the interpreter's internals:
+#: rejected wherever they appear as a name or an attribute (lesson 10: filters, not defences).
+BANNED_NAMES = frozenset({
+    "ctypes", "_ctypes", "cffi", "__subclasses__", "__globals__", "__builtins__", "__code__",
+    "__closure__", "__import__", "_compile_kernel", "cpp_extension", "load_inline",
+    "CUDAGraph", "from_address", "c_char_p", "c_void_p", "POINTER", "pythonapi",
+    "_getframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "get_objects",
+    "get_referrers", "addaudithook", "_current_frames", "setprofile", "settrace",
+})
+#: Attribute prefixes of CUDA driver/runtime entry points that load, launch or copy code or
+#: data behind the harness's back (the candidate's own module loads and launches are the
+#: DSL's; copies between arbitrary pointers are a native-memory write).
+BANNED_ATTR_PREFIXES = (
+    "cuModule", "cuLibrary", "cuLaunch", "cuLink", "cuGraph", "cudaGraph", "cuMemcpy",
+    "cudaMemcpy", "cuMemHost", "cuMemAllocHost", "cuIpc", "cudaIpc", "cuGetProcAddress",
+    "cudaGetDriverEntryPoint", "cuProfiler", "cudaProfiler", "cuCtxCreate", "cuStreamBeginCapture",
+    "cudaStreamBeginCapture", "nvrtc", "cupti", "cuKernel", "cuFunc", "cudaLaunch",
+    "cudaLibrary", "cuMemMap", "cuMemCreate", "cuMemImport", "cuMemExport",
+)
+#: Substrings of string constants that only an attempt to reach those things needs.
+BANNED_STRINGS = ("ctypes", "cffi", "nvrtc", "_compile_kernel", "cpp_extension", "sys.modules",
+                  "__import__", "importlib", "cuModuleLoad", "cuLibraryLoad", "cuLaunchKernel",
+                  "/proc/", "cupti", "__builtins__", "__globals__", "__subclasses__")
 BANNED_CALLS = frozenset({
     "os.system", "os.fork", "os.forkpty", "os.popen", "os.kill", "os.killpg", "os.setsid",
     "os.execv", "os.execve", "os.execvp", "os.spawnv", "os._exit", "os.putenv",
@@ -129,11 +156,28 @@ def _resolve(dotted: str, aliases: dict[str, str]) -> str:
 
 def _check_node(node: ast.AST, aliases: dict[str, str]) -> str:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        else:  # `from torch.utils import cpp_extension` imports torch.utils.cpp_extension
+            base = node.module or ""
+            mods = [base] + [f"{base}.{a.name}" for a in node.names]
         for m in mods:
             for banned in BANNED_MODULES:
                 if m == banned or m.startswith(banned + "."):
                     return f"imports {m}, which candidates may not use"
+        return ""
+    if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
+        return f"uses {node.id}"
+    if isinstance(node, ast.Attribute):
+        if node.attr in BANNED_NAMES:
+            return f"uses .{node.attr}"
+        if node.attr.startswith(BANNED_ATTR_PREFIXES):
+            return f"uses {node.attr}: candidates launch and load only through CuTe DSL"
+        return ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        for needle in BANNED_STRINGS:
+            if needle in node.value:
+                return f"mentions {needle!r} in a string"
         return ""
     if isinstance(node, ast.ClassDef):
         for b in node.bases:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cutegen.codegen import _wire
+from cutegen.codegen.eval import framing
 
 
 class TailBuffer:
@@ -60,15 +60,17 @@ def _drain(stream: Any, buf: TailBuffer) -> None:
         return
 
 
-class Child:
+class WorkerProcess:
     """A worker process and its message queue.
 
-    Events on :attr:`events` are tuples ``(kind, payload, t_monotonic)`` with kind
-    "msg" (a decoded frame), "protocol_error" (str) or "eof".
+    Events on :attr:`events` are tuples ``(kind, payload, t_ns)`` with kind "msg" (a
+    decoded frame), "protocol_error" (str) or "eof", and ``t_ns`` the
+    ``time.monotonic_ns()`` at which this process read it. ``pass_fds`` are further
+    descriptors the child inherits (the observer's and the audit pipe's ends).
     """
 
     def __init__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str,
-                 log_cap: int = 64 * 1024) -> None:
+                 log_cap: int = 64 * 1024, pass_fds: Sequence[int] = ()) -> None:
         r, w = os.pipe()
         self.token = env["CUTEGEN_TOKEN"]
         self.stdout = TailBuffer(log_cap)
@@ -76,7 +78,7 @@ class Child:
         try:
             self.proc = subprocess.Popen(
                 [*argv, "--msg-fd", str(w)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, pass_fds=(w,), start_new_session=True, env=dict(env),
+                stderr=subprocess.PIPE, pass_fds=(w, *pass_fds), start_new_session=True, env=dict(env),
                 cwd=cwd, close_fds=True)
         finally:
             os.close(w)
@@ -89,13 +91,13 @@ class Child:
 
     def _read(self, fd: int) -> None:
         try:
-            for msg in _wire.frames(fd):
-                self.events.put(("msg", msg, time.monotonic()))
-            self.events.put(("eof", None, time.monotonic()))
-        except _wire.ProtocolError as e:
-            self.events.put(("protocol_error", str(e), time.monotonic()))
+            for msg in framing.frames(fd):
+                self.events.put(("msg", msg, time.monotonic_ns()))
+            self.events.put(("eof", None, time.monotonic_ns()))
+        except framing.ProtocolError as e:
+            self.events.put(("protocol_error", str(e), time.monotonic_ns()))
         except OSError as e:
-            self.events.put(("protocol_error", f"message pipe: {e}", time.monotonic()))
+            self.events.put(("protocol_error", f"message pipe: {e}", time.monotonic_ns()))
         finally:
             try:
                 os.close(fd)

@@ -1,0 +1,329 @@
+"""One candidate worker driven through its calls, and what the parent makes of it.
+
+:class:`CandidateWorker` is a started worker process with the parent's ends of its
+channels: the message pipe (claims), the native observer's authenticated record stream
+(facts about the GPU) and the audit pipe (sandbox denials). :class:`CandidateRun` is one
+evaluation's event loop over such a worker:
+
+1. send the job (candidate file, shapes, the reference's shared input buffers), wait until
+   the candidate is imported and ``ModelNew`` built for every shape;
+2. for every call of the plan (:mod:`.plan`): have the reference worker write fresh inputs,
+   send ``call`` and note the parent's clock, wait for ``done`` (compile and run time
+   limits, host-memory watchdog) and note the clock again, hand the outputs to the
+   reference worker (compare now, keep a copy, or copy to scratch at the same cost);
+3. after the verification calls, read the observer and stop early when the calls already
+   show a decoy or a library doing the work; after the last call, compare the kept copies;
+4. assign every observed GPU operation to the window it started in (:mod:`.activity`) and
+   hand all facts to :func:`.verdict.decide`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cutegen.codegen.eval.activity import Activity, Window, analyse, identity
+from cutegen.codegen.eval.plan import Call, ShapeInfo, benchmark_plan, verification_plan
+from cutegen.codegen.eval.process import WorkerProcess
+from cutegen.codegen.eval.verdict import RunFacts
+from cutegen.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.observer import ObserverChannel
+
+
+class AuditReader:
+    """Reads the sandbox's denial lines; notes whether the pipe closed before the end."""
+
+    def __init__(self, fd: int) -> None:
+        self.lines: list[str] = []
+        self.closed_at: int | None = None
+        self._fd = fd
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        buf = b""
+        try:
+            while True:
+                chunk = os.read(self._fd, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                self.lines.extend(x.decode("utf-8", "replace") for x in done if x)
+                if len(self.lines) > 1000:
+                    del self.lines[1000:]
+        except OSError:
+            pass
+        finally:
+            self.closed_at = time.monotonic_ns()
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+
+@dataclass
+class CandidateWorker:
+    """A started candidate worker and the parent's ends of its channels."""
+
+    proc: WorkerProcess
+    workdir: Path
+    observer: ObserverChannel | None
+    audit: AuditReader | None
+
+    def kill(self) -> set[int]:
+        pids = self.proc.kill()
+        if self.observer is not None:
+            self.observer.close()
+        return pids
+
+
+@dataclass
+class _State:
+    facts: RunFacts
+    phase: str = "start"
+    phase_t: float = field(default_factory=time.monotonic)
+    seconds: dict[str, float] = field(default_factory=dict)
+    windows: list[Window] = field(default_factory=list)
+    records: list[Any] = field(default_factory=list)
+    sass: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def enter(self, phase: str, t: float) -> None:
+        group = {"import": "setup", "init": "setup", "compile": "compile", "call": "call",
+                 "handoff": "call", "verify": "verify", "benchmark": "benchmark"}.get(self.phase)
+        if group:
+            self.seconds[group] = self.seconds.get(group, 0.0) + (t - self.phase_t)
+        self.phase, self.phase_t = phase, t
+
+
+class _Stop(Exception):
+    """The run ended (a fault the facts already hold); skip to the verdict."""
+
+
+class CandidateRun:
+    """One evaluation of one candidate in one worker (see the module docstring)."""
+
+    def __init__(self, ev: LocalEvaluator, worker: CandidateWorker, info: dict[str, Any], *,
+                 sol_us: float | None, verify: bool = True, bench: bool = True) -> None:
+        self.ev, self.w, self.info = ev, worker, info
+        self.o = ev.options
+        self.rng = secrets.SystemRandom()
+        self.st = _State(RunFacts(sol_us=sol_us))
+        self.verify, self.bench = verify, bench
+        if ev.mode == "compile":
+            verify = bench = False
+        shapes = [ShapeInfo(s["label"]) for s in info["shapes"]]
+        self.plan: list[Call] = []
+        self.st.facts.determinism_label = ""
+        if verify:
+            self.plan = verification_plan(shapes, info["distributions"],
+                                          main_trials=self.o.main_trials, rng=self.rng)
+            self.st.facts.determinism_label = next(c.label for c in self.plan
+                                                   if c.role == "determinism")
+        self.n_verify = len(self.plan)
+        if bench:
+            slots = max(0, int(info.get("keep_slots", 0)))
+            self.plan += benchmark_plan(len(self.plan), warmup=self.o.bench_warmup,
+                                        runs=self.o.bench_runs, keep_slots=slots,
+                                        ghost=verify and self.o.ghost_check, rng=self.rng)
+        f = self.st.facts
+        f.timed_ks = tuple(c.k for c in self.plan if c.timed)
+        f.ghost_k = next((c.k for c in self.plan if c.role == "ghost"), None)
+        f.first_main_k = next((c.k for c in self.plan if c.shape == 0), 0)
+        self.slot_of: dict[int, int] = {}
+
+    # -- the worker's messages -----------------------------------------------------------
+    def _await(self, want: str, *, limit: float) -> tuple[dict[str, Any], int]:
+        """Wait for message ``want``; apply phase limits and the memory watchdog.
+
+        Raises _Stop after recording the reason in the facts."""
+        f, o = self.st.facts, self.o
+        proc = self.w.proc
+        deadline = time.monotonic() + limit
+        next_rss = time.monotonic() + 0.5
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                f.timeout_phase = self.st.phase
+                raise _Stop
+            if now >= next_rss:
+                next_rss = now + 0.5
+                if proc.rss_bytes() > o.host_mem_limit_mb * 2**20:
+                    f.killed_reason = (f"out of host memory: above the {o.host_mem_limit_mb} MiB "
+                                       f"limit in phase '{self.st.phase}'")
+                    raise _Stop
+            e = proc.next_event(min(deadline - now, 0.5))
+            if e is None:
+                continue
+            kind, msg, t_ns = e
+            if kind == "eof":
+                try:
+                    proc.proc.wait(timeout=5)
+                except Exception:  # noqa: BLE001 - still running: it closed the pipe itself
+                    pass
+                f.exit_desc = proc.exit_description() if not proc.alive() else "closed its result pipe"
+                raise _Stop
+            if kind == "protocol_error":
+                f.protocol_error = str(msg)
+                raise _Stop
+            typ = msg.get("t")
+            if typ == "phase":
+                self.st.enter(str(msg.get("phase")), time.monotonic())
+                lim = o.compile_timeout_s if self.st.phase == "compile" else o.run_timeout_s
+                deadline = time.monotonic() + lim
+            elif typ == "error":
+                f.error = msg
+                raise _Stop
+            elif typ == "infra":
+                raise InfrastructureError(str(msg.get("message")))
+            elif typ == "note":
+                self.st.notes.extend(str(x) for x in msg.get("notes", []))
+            elif typ == "compile_info":
+                f.kernel_names = [str(x) for x in msg.get("kernels", [])]
+                self.st.sass.extend(str(x) for x in msg.get("sass", []))
+                if typ == want:
+                    return msg, t_ns
+            elif typ == "compiled":
+                f.compiled = msg
+                f.kernel_names = [str(x) for x in msg.get("kernels", [])]
+                self.st.sass.extend(str(x) for x in msg.get("sass", []))
+                if typ == want:
+                    return msg, t_ns
+            elif typ == want:
+                return msg, t_ns
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self, job: dict[str, Any]) -> RunFacts:
+        """Drive the worker through the job; never raises for the candidate's faults."""
+        f, o = self.st.facts, self.o
+        ref = self.ev.ref
+        try:
+            self.w.proc.send_line(job)
+            self.st.enter("start", time.monotonic())
+            if self.ev.mode == "compile":
+                f.compile_only = True
+                self._await("compiled", limit=o.run_timeout_s)
+                return f
+            self._await("loaded", limit=o.run_timeout_s)
+            self.w.proc.send_line({"op": "init"})
+            self._await("inited", limit=o.run_timeout_s)
+            for c in self.plan:
+                if c.k == self.n_verify:
+                    self._flush_observer()
+                    if self._early_verdict():
+                        break
+                    f.benchmarked = True
+                    self.st.enter("benchmark", time.monotonic())
+                self._call(c)
+                if f.trial_results and not f.trial_results[-1][1].get("passed") or f.handoff_failure:
+                    break
+            self.w.proc.send_line({"op": "end"})
+            self._await("compile_info", limit=o.run_timeout_s)
+            self._await("bye", limit=30)
+            f.finished = True
+        except _Stop:
+            pass
+        finally:
+            self.st.enter("end", time.monotonic())
+        t0 = time.monotonic()
+        try:
+            self._flush_observer()
+        except InfrastructureError:
+            raise
+        for c in self.plan:
+            if c.keep and c.k in self.slot_of and not f.timeout_phase and not f.error:
+                r = ref.call({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
+                              "seed": c.seed, "dist": c.dist}, timeout=o.run_timeout_s * 4)
+                f.timed_results.append((c.k, r))
+        self.st.seconds["verify"] = self.st.seconds.get("verify", 0.0) + time.monotonic() - t0
+        return f
+
+    def _call(self, c: Call) -> None:
+        f, o = self.st.facts, self.o
+        ref = self.ev.ref
+        t_prep = time.monotonic()
+        ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist},
+                 timeout=o.run_timeout_s * 4)
+        self.st.seconds["inputs"] = self.st.seconds.get("inputs", 0.0) + time.monotonic() - t_prep
+        out_bytes = int(self.info["shapes"][c.shape]["output_bytes"])
+        prefill = sorted({max(512, out_bytes), max(512, 2 * out_bytes), 1 << 20})
+        cmd = {"op": "call", "k": c.k, "shape": c.shape, "pattern": c.pattern,
+               "prefill": prefill, "ghost": c.role == "ghost"}
+        t0 = time.monotonic_ns()
+        self.w.proc.send_line(cmd)
+        msg, t1 = self._await("done", limit=o.run_timeout_s)
+        self.st.windows.append(Window(c.k, t0, t1, (*prefill, o.flush_mb * 2**20)))
+        ev_us = msg.get("event_us")
+        if isinstance(ev_us, (int, float)):
+            f.events_us[c.k] = float(ev_us)
+        if c.compare_now:
+            mode, slot = "compare", None
+        elif c.keep:
+            mode, slot = "keep", len(self.slot_of)
+            self.slot_of[c.k] = slot
+        else:
+            mode, slot = "discard", None
+        t_cmp = time.monotonic()
+        r = ref.call({"op": "take", "shape": c.shape, "outputs": msg.get("outputs"),
+                      "mode": mode, "slot": slot}, timeout=o.run_timeout_s * 4)
+        self.st.seconds["verify"] = self.st.seconds.get("verify", 0.0) + time.monotonic() - t_cmp
+        if c.role == "ghost":
+            f.ghost_result = r
+        elif c.compare_now:
+            f.trial_results.append((c.label, r))
+        elif not r.get("passed"):
+            f.handoff_failure = (c.label, r)
+
+    # -- the observer ----------------------------------------------------------------------
+    def _flush_observer(self) -> None:
+        obs = self.w.observer
+        f = self.st.facts
+        if obs is None or f.observer_error:
+            return
+        from cutegen.codegen.eval.observed import ObserverSilent
+
+        try:
+            self.st.records.extend(obs.flush(timeout=30.0))
+        except ObserverSilent as e:
+            f.observer_error = str(e)
+
+    def activity(self) -> Activity | None:
+        from cutegen.codegen.eval.observed import convert
+
+        obs = self.w.observer
+        if obs is None:
+            return None
+        ops, modules, dropped = convert(self.st.records, obs.clock)
+        self.st.facts.dropped_records = dropped
+        ident = identity(modules, is_dsl_origin=self.ev.is_dsl_origin,
+                         claimed=self.st.facts.kernel_names)
+        return analyse(ops, self.st.windows, ident)
+
+    def _early_verdict(self) -> bool:
+        """After the verification calls: is the run already decided by what ran?"""
+        from cutegen.codegen.eval.verdict import _observation
+
+        f = self.st.facts
+        if f.observer_error:
+            return True
+        f.activity = self.activity()
+        return _observation(f) is not None
+
+    # -- results ---------------------------------------------------------------------------
+    def finish(self) -> RunFacts:
+        f = self.st.facts
+        if self.w.observer is not None and not f.compile_only:
+            f.activity = self.activity()
+        if self.w.audit is not None:
+            f.audit = list(self.w.audit.lines)
+            f.audit_closed_early = (self.w.audit.closed_at is not None and f.finished
+                                    and self.w.proc.alive())
+        return f

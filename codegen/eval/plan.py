@@ -1,0 +1,107 @@
+"""The calls one evaluation makes, chosen in the parent and kept there (pure).
+
+Every call the candidate worker makes looks the same from inside it: fresh inputs written
+by the trusted reference worker into shared buffers, the harness's prefill and L2-flush
+memsets, a CUDA event pair around ``forward``, a device synchronisation and the outputs
+handed back. What a call *counts for* is decided here, in the parent, and never sent:
+
+* verification calls on the main shape (one per input distribution), one per hidden
+  shape, and a determinism re-run of the first one with other prefilled memory, each
+  compared with the float64 reference at once;
+* warm-up and timed calls on the main shape with ``randn`` inputs: their times are the
+  ranking time; a random subset of them, drawn here before the first call, is copied by
+  the reference worker (every one of them is copied into a slot or a scratch buffer at the
+  same cost, so nothing tells the candidate which) and compared after the last call;
+* one ghost call among the timed ones, with the candidate's CuTe DSL launches disabled:
+  its output must *not* pass (RELIABILITY.md C5 decoys).
+
+Seeds are drawn from :mod:`secrets` here; the candidate's process never sees one.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Byte the prefill memsets write on even calls: all-ones bits (NaN in every float dtype).
+NAN_BYTE = 0xFF
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of ``forward``: what the worker is told, and what it counts for."""
+
+    k: int
+    shape: int
+    dist: str
+    seed: int
+    role: str  # "verify" | "determinism" | "warmup" | "timed" | "ghost"
+    label: str
+    pattern: int  # prefill byte
+    keep: bool = False  # copied by the reference worker for a deferred comparison
+
+    @property
+    def compare_now(self) -> bool:
+        return self.role in ("verify", "determinism", "ghost")
+
+    @property
+    def timed(self) -> bool:
+        return self.role == "timed"
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeInfo:
+    label: str  # "main" or "batch_size=127"
+
+
+def _pattern(k: int, rng: secrets.SystemRandom) -> int:
+    # Odd calls: a byte whose repetition is a finite, ordinary-looking value in every dtype
+    # (0x41..0x7e: about 12.0 in fp32 and bf16), so neither NaN checks nor zeros give it away.
+    return NAN_BYTE if k % 2 == 0 else rng.randrange(0x41, 0x7F)
+
+
+def verification_plan(shapes: Sequence[ShapeInfo], dists: Sequence[str], *, main_trials: int,
+                      rng: secrets.SystemRandom) -> list[Call]:
+    """Main-shape trials (randn first), one per hidden shape, and the determinism re-run."""
+    first = ["randn"] if "randn" in dists else []
+    rest = [d for d in dists if d not in first]
+    rng.shuffle(rest)
+    chosen = (first + rest)[:main_trials]
+    while len(chosen) < main_trials:
+        chosen.append(rng.choice(list(dists)))
+    calls: list[Call] = []
+    for d in chosen:
+        k = len(calls)
+        calls.append(Call(k, 0, d, rng.getrandbits(62), "verify", f"main/{d}", _pattern(k, rng)))
+    for idx in range(1, len(shapes)):
+        d = rng.choice(list(dists))
+        k = len(calls)
+        calls.append(Call(k, idx, d, rng.getrandbits(62), "verify", f"{shapes[idx].label}/{d}",
+                          _pattern(k, rng)))
+    k = len(calls)
+    c0 = calls[0]
+    calls.append(Call(k, 0, c0.dist, c0.seed, "determinism", f"{c0.label}/determinism",
+                      NAN_BYTE if c0.pattern != NAN_BYTE else rng.randrange(0x41, 0x7F)))
+    return calls
+
+
+def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost: bool,
+                   rng: secrets.SystemRandom) -> list[Call]:
+    """Warm-up and timed main-shape ``randn`` calls from index ``start``, the kept subset
+    drawn now, and the ghost call at a random place among the timed ones."""
+    n = warmup + runs + (1 if ghost else 0)
+    ghost_at = warmup + rng.randrange(0, runs + 1) if ghost else -1
+    roles = []
+    for i in range(n):
+        roles.append("ghost" if i == ghost_at else "warmup" if len(roles) < warmup else "timed")
+    eligible = [i for i, r in enumerate(roles) if r in ("warmup", "timed")]
+    want = min(keep_slots, max(3, math.ceil(0.1 * runs)), len(eligible))
+    kept = set(rng.sample(eligible, want)) if want > 0 else set()
+    calls = []
+    for i, role in enumerate(roles):
+        k = start + i
+        calls.append(Call(k, 0, "randn", rng.getrandbits(62), role, f"main/randn/{role} {k}",
+                          _pattern(k, rng), keep=i in kept))
+    return calls

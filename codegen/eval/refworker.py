@@ -1,0 +1,593 @@
+"""The trusted reference worker: ``python -m cutegen.codegen.eval.refworker``.
+
+It imports the task (never a candidate) and serves one search of that task:
+
+* ``load``: learns the input specs and hidden shapes, saves the reference's parameters for
+  candidates to load, and allocates one dedicated device buffer per tensor input and
+  shape, which candidate workers map through CUDA IPC (nothing else of this process is
+  inside those allocations);
+* ``prepare``: writes one call's inputs into those buffers from a seed the parent chose,
+  keeping a private copy;
+* ``take``: maps the candidate's output descriptors, checks the inputs were left
+  untouched and the outputs' metadata, and either compares them with the float64 and
+  native references at once or copies them into a slot (or, at the same cost, into a
+  scratch buffer) for a comparison after the last call;
+* ``compare_kept``: compares a kept copy; ``baselines``: times eager and torch.compile
+  with the same native observer and the same rules as candidates.
+
+No candidate code ever runs here, so what it says can be trusted (RELIABILITY.md lesson 1).
+Requests arrive as JSON lines on stdin; replies go out as frames on ``--msg-fd``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from cutegen.codegen.eval import framing
+from cutegen.codegen.eval.ipc import IpcError, IpcLib, TensorDesc, flatten_outputs, open_tensor
+from cutegen.codegen.inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
+
+_SIZE_NAMES = ("batch_size",)
+
+#: GPU memory the reference worker may keep cached between comparisons.
+_KEEP_CACHED_BYTES = 4 * 2**30
+#: Kept copies of outputs may use at most this fraction of the free GPU memory.
+_SLOT_FRACTION = 0.25
+
+
+class TaskFault(Exception):
+    """The task itself is unusable (reported to the user as a TaskError)."""
+
+
+def _release_cached_memory(keep: int = _KEEP_CACHED_BYTES) -> None:
+    """Hand cached GPU memory back when it exceeds ``keep`` (the float64 references of a
+    large task reach tens of GiB; the candidate worker shares the GPU)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.memory_reserved() > keep:
+        torch.cuda.empty_cache()
+
+
+class Reference:
+    def __init__(self, task_path: str, *, gpu: bool, scratch: Path,
+                 ipc: IpcLib | None = None) -> None:
+        import torch
+
+        self.gpu = gpu
+        self.device = "cuda" if gpu else "cpu"
+        self.scratch = scratch
+        self.ipc = ipc
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        name = "cutegen_task_" + Path(task_path).stem.replace("-", "_")
+        spec = importlib.util.spec_from_file_location(name, task_path)
+        if spec is None or spec.loader is None:
+            raise TaskFault(f"cannot import {task_path}")
+        self.mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(self.mod)
+        except Exception as e:
+            raise TaskFault(f"importing the task raised {type(e).__name__}: {e}") from e
+        self.shapes: list[dict[str, Any]] = []
+        self.models: dict[int, Any] = {}
+        self.models64: dict[int, Any] = {}
+        self.buffers: dict[int, list[Any]] = {}  # shape -> shared input tensors (or scalars)
+        self.private: dict[int, list[Any]] = {}  # shape -> this process's copy of them
+        self.current: dict[int, tuple[int, str]] = {}  # shape -> (seed, dist) in the buffers
+        self._allocs: list[int] = []
+        self.slots: dict[int, list[Any]] = {}
+        self.slot_budget = 0
+        self._scratch_out: list[Any] = []
+
+    # -- shapes -----------------------------------------------------------------------
+    def shape_configs(self, hidden: bool) -> tuple[list[dict[str, Any]], str]:
+        configs: list[dict[str, Any]] = [{}]
+        note = ""
+        if hidden:
+            declared = getattr(self.mod, "VERIFY_SHAPES", None)
+            if declared is not None:
+                configs += [dict(c) for c in declared]
+            else:
+                found = [n for n in _SIZE_NAMES if isinstance(getattr(self.mod, n, None), int)]
+                if found:
+                    configs += [{found[0]: 1}, {found[0]: 127}]
+                    note = f"hidden shapes vary {found[0]} only (the task has no VERIFY_SHAPES)"
+                else:
+                    note = "no hidden shapes: the task defines no VERIFY_SHAPES and no batch_size"
+        return configs, note
+
+    def _with_overrides(self, overrides: dict[str, Any], fn: Any) -> Any:
+        saved = {k: getattr(self.mod, k) for k in overrides if hasattr(self.mod, k)}
+        for k in overrides:
+            if not hasattr(self.mod, k):
+                raise TaskFault(f"VERIFY_SHAPES names {k!r}, which the task does not define")
+            setattr(self.mod, k, overrides[k])
+        try:
+            return fn()
+        finally:
+            for k, v in saved.items():
+                setattr(self.mod, k, v)
+
+    def load(self, *, hidden: bool, seed_init: int) -> dict[str, Any]:
+        import torch
+
+        for fn in ("get_inputs", "get_init_inputs"):
+            if not callable(getattr(self.mod, fn, None)):
+                raise TaskFault(f"the task defines no function {fn}()")
+        if not isinstance(getattr(self.mod, "Model", None), type):
+            raise TaskFault("the task defines no class Model")
+        configs, note = self.shape_configs(hidden)
+        skipped: list[str] = []
+        for k, ov in enumerate(configs):
+            label = "main" if not ov else ",".join(f"{a}={b}" for a, b in ov.items())
+            try:
+                sh = self._with_overrides(ov, lambda k=k, label=label: self._prepare_shape(
+                    k, label, seed_init))
+            except TaskFault:
+                if k == 0:
+                    raise
+                skipped.append(label)
+                continue
+            self.shapes.append(sh)
+        dists = list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
+        bad = [d for d in dists if d not in DISTRIBUTIONS + EXTRA_DISTRIBUTIONS]
+        if bad:
+            raise TaskFault(f"INPUT_DISTRIBUTIONS names unknown distributions {bad}; "
+                            f"known: {list(DISTRIBUTIONS + EXTRA_DISTRIBUTIONS)}")
+        flops, in_bytes, out_bytes = self._count()
+        if not self.gpu:
+            self._validate_on_cpu()
+        if skipped:
+            note = (note + "; " if note else "") + f"hidden shapes skipped (reference raised): {skipped}"
+        if self.gpu:
+            self._allocate_buffers()
+            free, _ = torch.cuda.mem_get_info()
+            biggest = max([int(s["output_bytes"]) for s in self.shapes] + [1])
+            self.slot_budget = int(free * _SLOT_FRACTION // max(biggest, 1))
+        return {"shapes": self.shapes, "distributions": dists, "note": note,
+                "tolerance": getattr(self.mod, "TOLERANCE", None), "flops": flops,
+                "input_bytes": in_bytes, "output_bytes": out_bytes,
+                "torch": torch.__version__, "keep_slots": self.slot_budget}
+
+    def _prepare_shape(self, k: int, label: str, seed_init: int) -> dict[str, Any]:
+        import torch
+
+        try:
+            init_args = list(self.mod.get_init_inputs())
+        except Exception as e:
+            raise TaskFault(f"get_init_inputs() raised {type(e).__name__}: {e}") from e
+        try:
+            json.dumps(init_args)
+        except TypeError as e:
+            raise TaskFault(f"get_init_inputs() must return JSON-able values: {e}") from e
+        ctx = torch.device("cuda") if self.gpu else torch.device("meta")
+        try:
+            with ctx:
+                raw = list(self.mod.get_inputs())
+        except Exception as e:
+            if self.gpu:
+                raise TaskFault(f"get_inputs() raised {type(e).__name__}: {e}") from e
+            raw = list(self.mod.get_inputs())
+        devs = {x.device.type for x in raw if isinstance(x, torch.Tensor)}
+        if not devs <= {"cpu", "cuda", "meta"} or len(devs - {"meta"}) > 1:
+            raise TaskFault(f"get_inputs() returned tensors on devices {sorted(devs)}; "
+                            "inputs must all be on one device (cpu or cuda)")
+        specs = [spec_of(x) for x in raw]
+        del raw
+        state_path = self.scratch / f"state_{len(self.shapes)}.pt"
+        out_bytes = 0
+        out_specs: list[dict[str, Any]] = []
+        if self.gpu:
+            torch.manual_seed(seed_init)
+            try:
+                model = self.mod.Model(*init_args)
+            except Exception as e:
+                raise TaskFault(f"Model(*get_init_inputs()) raised {type(e).__name__}: {e}") from e
+            _perturb(model, seed_init)
+            model = model.to(self.device)
+            torch.save({k2: v.detach().cpu() for k2, v in model.state_dict().items()}, state_path)
+            inputs = generate(specs, seed=seed_init, distribution="randn", device="cuda")
+            try:
+                with torch.no_grad():
+                    out = flatten_outputs(model(*inputs))
+            except Exception as e:
+                raise TaskFault(f"the reference Model raised on its own inputs ({label}): "
+                                f"{type(e).__name__}: {e}") from e
+            torch.cuda.synchronize()
+            out_bytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
+            out_specs = [{"dtype": str(o.dtype).removeprefix("torch."), "shape": list(o.shape)}
+                         if isinstance(o, torch.Tensor) else {"value": True} for o in out]
+            self.models[len(self.shapes)] = model
+        else:
+            # Compiling needs shapes, not data: the model is built on the meta device, so a
+            # 32768 x 32768 Linear costs no host memory (candidates get no parameters file).
+            try:
+                with torch.device("meta"):
+                    model = self.mod.Model(*init_args)
+            except Exception as e:
+                raise TaskFault(f"Model(*get_init_inputs()) raised {type(e).__name__}: {e}") from e
+            self.models[len(self.shapes)] = model
+            state_path = Path("")
+        return {"label": label, "init_args": init_args, "state_path": str(state_path),
+                "specs": [s.to_dict() for s in specs], "seed_init": seed_init,
+                "output_bytes": out_bytes, "outputs": out_specs}
+
+    def _validate_on_cpu(self) -> None:
+        """Without a GPU, run the reference once on the CPU at its smallest shape when it is
+        small, so a reference that raises is reported before any candidate is compiled."""
+        import torch
+
+        k = min(range(len(self.shapes)),
+                key=lambda i: sum(ArgSpec.from_dict(s).nbytes for s in self.shapes[i]["specs"]))
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[k]["specs"]]
+        if sum(s.nbytes for s in specs) > 2**28:
+            return  # too large to run here; the GPU worker checks it before any verdict
+        try:
+            torch.manual_seed(0)
+            model = self.mod.Model(*self.shapes[k]["init_args"])
+            param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+            if param_bytes > 2**28:
+                return
+            inputs = generate(specs, seed=0, distribution="randn", device="cpu")
+            with torch.no_grad():
+                model(*inputs)
+        except Exception as e:
+            raise TaskFault(f"the reference Model raised ({self.shapes[k]['label']}): "
+                            f"{type(e).__name__}: {e}") from e
+
+    def _count(self) -> tuple[int, int, int]:
+        """FLOPs (FlopCounterMode) and minimal bytes of the main shape, on the meta device."""
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[0]["specs"]]
+        in_bytes = sum(s.nbytes for s in specs)
+        try:
+            with torch.device("meta"):
+                model = self.mod.Model(*self.shapes[0]["init_args"])
+                inputs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) if s.kind == "tensor"
+                          else s.value for s in specs]
+                counter = FlopCounterMode(display=False)
+                with counter, torch.no_grad():
+                    out = flatten_outputs(model(*inputs))
+            out_bytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
+            return int(counter.get_total_flops()), in_bytes, out_bytes
+        except Exception:  # noqa: BLE001 - counting is best effort; bytes still known
+            return 0, in_bytes, int(self.shapes[0]["output_bytes"])
+
+    # -- shared input buffers ---------------------------------------------------------
+    def _allocate_buffers(self) -> None:
+        """One dedicated allocation per tensor input and shape: a candidate that maps it
+        can reach that buffer and nothing else of this process."""
+        import torch
+        from cuda.bindings import runtime as rt
+
+        from cutegen.codegen.eval.ipc import TensorDesc, tensor_at
+
+        assert self.ipc is not None
+        for idx, sh in enumerate(self.shapes):
+            bufs: list[Any] = []
+            descs: list[dict[str, Any]] = []
+            for s in (ArgSpec.from_dict(d) for d in sh["specs"]):
+                if s.kind != "tensor":
+                    bufs.append(s.value)
+                    descs.append({"value": s.value})
+                    continue
+                n = max(s.nbytes, 1)
+                err, ptr = rt.cudaMalloc(n)
+                if int(err) != 0:
+                    raise MemoryError(f"cudaMalloc({n}) for a shared input failed: {err}")
+                self._allocs.append(int(ptr))
+                handle, base, _size = self.ipc.export(int(ptr))
+                stride = _contiguous_stride(s.shape)
+                desc = TensorDesc(handle, int(ptr) - base, s.dtype, tuple(s.shape), stride)
+                bufs.append(tensor_at(base, desc))
+                descs.append(desc.to_dict())
+            self.buffers[idx] = bufs
+            self.private[idx] = [b.clone() if isinstance(b, torch.Tensor) else b for b in bufs]
+            sh["inputs"] = descs
+
+    def prepare(self, shape: int, seed: int, dist: str) -> dict[str, Any]:
+        import torch
+
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
+        fresh = generate(specs, seed=seed, distribution=dist, device="cuda")
+        for dst, own, src in zip(self.buffers[shape], self.private[shape], fresh, strict=True):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+                own.copy_(src)
+        del fresh
+        torch.cuda.synchronize()
+        self.current[shape] = (seed, dist)
+        return {"ok": True}
+
+    # -- outputs ----------------------------------------------------------------------
+    def _outputs(self, shape: int, descs: Any) -> tuple[list[Any] | None, str, str]:
+        """Map the candidate's outputs; (tensors, verdict, reason) with tensors None on a
+        problem the candidate caused."""
+        want = self.shapes[shape]["outputs"]
+        if not isinstance(descs, list):
+            return None, "wrong", "the worker sent no output list"
+        if len(descs) != len(want):
+            return None, "wrong", f"returned {len(descs)} outputs, the reference {len(want)}"
+        assert self.ipc is not None
+        outs: list[Any] = []
+        for i, d in enumerate(descs):
+            if isinstance(d, dict) and "value" in d:
+                outs.append(d["value"])
+                continue
+            if isinstance(d, dict) and "error" in d:
+                return None, str(d.get("verdict", "wrong")), f"output {i}: {d['error']}"
+            try:
+                desc = TensorDesc.parse(d)
+                t = open_tensor(self.ipc, desc)
+            except IpcError as e:
+                return None, "wrong", f"output {i} cannot be read: {e}"
+            for b in self.buffers[shape]:
+                if hasattr(b, "data_ptr") and _overlaps(t, b):
+                    return None, "aliased_output", f"output {i} shares memory with an input"
+            outs.append(t)
+        return outs, "", ""
+
+    def _inputs_intact(self, shape: int) -> str:
+        import torch
+
+        for k, (b, own) in enumerate(zip(self.buffers[shape], self.private[shape], strict=True)):
+            if isinstance(b, torch.Tensor) and not torch.equal(b, own):
+                return f"forward modified input {k} in place"
+        return ""
+
+    def take(self, *, shape: int, outputs: Any, mode: str, slot: int | None) -> dict[str, Any]:
+        """Check one call's outputs; compare them now ("compare"), keep a copy ("keep"), or
+        copy them to scratch at the same cost ("discard")."""
+        import torch
+
+        moved = self._inputs_intact(shape)
+        if moved:
+            return {"passed": False, "verdict": "input_modified", "reason": moved}
+        outs, verdict, reason = self._outputs(shape, outputs)
+        if outs is None:
+            return {"passed": False, "verdict": verdict, "reason": reason}
+        if mode == "compare":
+            seed, dist = self.current[shape]
+            return self.compare_tensors(shape, seed, dist, outs)
+        copies = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        torch.cuda.synchronize()
+        if mode == "keep" and slot is not None:
+            self.slots[slot] = copies
+        del outs, copies
+        return {"passed": True, "kept": mode == "keep"}
+
+    def compare_kept(self, *, slot: int, shape: int, seed: int, dist: str) -> dict[str, Any]:
+        outs = self.slots.pop(slot, None)
+        if outs is None:
+            return {"passed": False, "verdict": "wrong", "reason": "nothing was kept in that slot"}
+        return self.compare_tensors(shape, seed, dist, outs)
+
+    def references(self, idx: int, seed: int, dist: str) -> tuple[list[Any], list[Any]]:
+        import torch
+
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
+        inputs = generate(specs, seed=seed, distribution=dist, device=self.device)
+        model = self.models[idx]
+        with torch.no_grad():
+            native = flatten_outputs(model(*inputs))
+            if idx not in self.models64:
+                self.models64[idx] = copy.deepcopy(model).double()
+            in64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in inputs]
+            try:
+                ref64 = flatten_outputs(self.models64[idx](*in64))
+            except Exception:  # noqa: BLE001 - an op without float64 support: use float32
+                m32 = copy.deepcopy(model).float()
+                in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                        for x in inputs]
+                ref64 = flatten_outputs(m32(*in32))
+        return ref64, native
+
+    def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any]) -> dict[str, Any]:
+        from cutegen.codegen.numerics import compare
+
+        ref64, native = self.references(shape, seed, dist)
+        c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
+        del cand, ref64, native
+        _release_cached_memory()
+        return {"passed": c.passed, "verdict": "" if c.passed else "wrong", "reason": c.reason,
+                "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rmse": c.rmse,
+                "ref_rmse": c.ref_rmse}
+
+    def release(self) -> dict[str, Any]:
+        """Forget one candidate: its mapped outputs and kept copies."""
+        self.slots.clear()
+        if self.ipc is not None:
+            self.ipc.close_all()
+        _release_cached_memory(0)
+        import torch
+
+        return {"ok": True, "reserved_bytes": int(torch.cuda.memory_reserved()),
+                "max_reserved_bytes": int(torch.cuda.max_memory_reserved())}
+
+    # -- baselines --------------------------------------------------------------------
+    def baselines(self, *, warmup: int, runs: int, flush_bytes: int, seed0: int, dist: str,
+                  with_compile: bool, observer: Any) -> dict[str, Any]:
+        """Eager and torch.compile, each call bracketed by this process's clock and timed
+        from the observer's records exactly as candidates are (the span of the call's GPU
+        work after the L2-flush memset)."""
+        import torch
+
+        from cutegen.codegen.eval.activity import Identity, Window, analyse
+
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[0]["specs"]]
+        inputs = generate(specs, seed=seed0, distribution=dist, device="cuda")
+        flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+        model = self.models[0]
+        out: dict[str, Any] = {}
+
+        def timed(fn: Any) -> list[float]:
+            observer.drain()
+            windows = []
+            for i in range(-warmup, runs):
+                fresh = generate(specs, seed=seed0 + 1000 + i, distribution=dist, device="cuda")
+                for dst, src in zip(inputs, fresh, strict=True):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+                del fresh
+                torch.cuda.synchronize()
+                t0 = time.monotonic_ns()
+                _memset(flush)
+                with torch.no_grad():
+                    fn()
+                torch.cuda.synchronize()
+                t1 = time.monotonic_ns()
+                if i >= 0:
+                    windows.append(Window(i, t0, t1, (flush_bytes,)))
+            ops = observer.drain()
+            act = analyse(ops, windows, Identity(frozenset(), frozenset(), (), True))
+            spans = [act.calls[w.k].span_us for w in windows]
+            if any(s is None for s in spans):
+                raise RuntimeError("the observer saw no GPU work in a baseline call")
+            return [float(s) for s in spans if s is not None]
+
+        out["eager"] = timed(lambda: model(*inputs))
+        if with_compile:
+            try:
+                torch._dynamo.reset()
+                cm = torch.compile(model, mode="default", dynamic=False)
+                out["compiled"] = timed(lambda: cm(*inputs))
+            except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+                out["compiled_error"] = f"{type(e).__name__}: {e}"[:2000]
+        return out
+
+    def close(self) -> None:
+        from cuda.bindings import runtime as rt
+
+        for p in self._allocs:
+            rt.cudaFree(p)
+        self._allocs.clear()
+
+
+def _memset(t: Any) -> None:
+    """The L2 flush as a memset (a MEMSET record, like the candidate worker's)."""
+    import torch
+    from cuda.bindings import runtime as rt
+
+    rt.cudaMemsetAsync(t.data_ptr(), 0, t.numel(), torch.cuda.current_stream().cuda_stream)
+
+
+def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
+    stride, acc = [], 1
+    for s in reversed(shape):
+        stride.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(stride))
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    if not a.numel() or not b.numel():
+        return False
+    lo_a, lo_b = a.data_ptr(), b.data_ptr()
+    hi_a = lo_a + a.untyped_storage().nbytes()
+    hi_b = lo_b + b.untyped_storage().nbytes()
+    return lo_a < hi_b and lo_b < hi_a
+
+
+def _perturb(model: Any, seed: int) -> None:
+    """Move parameters away from their initial values (e.g. LayerNorm's ones and zeros), so a
+    candidate that ignores a weight cannot pass."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_floating_point() or p.numel() == 0:
+                continue
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            scale = float(p.float().std()) if p.numel() > 1 else 0.0
+            scale = 0.5 * (scale if scale > 0 else 1.0)
+            p.add_((noise * scale).to(dtype=p.dtype, device=p.device))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cutegen.codegen.eval.refworker")
+    ap.add_argument("--msg-fd", type=int, required=True)
+    ap.add_argument("--mode", choices=("gpu", "compile"), required=True)
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--scratch", required=True)
+    ap.add_argument("--native-lib", default="")
+    ap.add_argument("--cupti", default="")
+    args = ap.parse_args(argv)
+
+    def send(t: str, **kw: Any) -> None:
+        framing.send(args.msg_fd, {"t": t, **kw})
+
+    import torch
+
+    gpu = args.mode == "gpu"
+    if gpu and not torch.cuda.is_available():
+        send("infra", message="no CUDA device is visible to the reference worker")
+        return 0
+    ipc = observer = None
+    if gpu:
+        torch.empty(1, device="cuda")
+        try:
+            from cutegen.codegen.eval.observed import LocalObserver
+
+            ipc = IpcLib(args.native_lib)
+            observer = LocalObserver(Path(args.native_lib), Path(args.cupti))
+        except Exception as e:  # noqa: BLE001 - reported as an infrastructure fault
+            send("infra", message=f"the reference worker could not start its observer: "
+                                  f"{type(e).__name__}: {e}")
+            return 0
+    try:
+        ref = Reference(args.task, gpu=gpu, scratch=Path(args.scratch), ipc=ipc)
+    except TaskFault as e:
+        send("task_error", message=str(e))
+        return 0
+    send("ready", pid=os.getpid(), gpu=torch.cuda.get_device_name(0) if gpu else "")
+    for line in sys.stdin:
+        req = json.loads(line)
+        rid, op = req.get("id"), req.get("op")
+        try:
+            if op == "load":
+                send("reply", id=rid, **ref.load(hidden=req["hidden"], seed_init=req["seed_init"]))
+            elif op == "prepare":
+                send("reply", id=rid, **ref.prepare(req["shape"], req["seed"], req["dist"]))
+            elif op == "take":
+                send("reply", id=rid, **ref.take(shape=req["shape"], outputs=req["outputs"],
+                                                 mode=req["mode"], slot=req.get("slot")))
+            elif op == "compare_kept":
+                send("reply", id=rid, **ref.compare_kept(slot=req["slot"], shape=req["shape"],
+                                                         seed=req["seed"], dist=req["dist"]))
+            elif op == "release":
+                send("reply", id=rid, **ref.release())
+            elif op == "baselines":
+                send("reply", id=rid, **ref.baselines(
+                    warmup=req["warmup"], runs=req["runs"], flush_bytes=req["flush_bytes"],
+                    seed0=req["seed0"], dist=req["dist"], with_compile=req["compile"],
+                    observer=observer))
+            elif op == "quit":
+                break
+            else:
+                send("reply", id=rid, error=f"unknown op {op!r}")
+        except TaskFault as e:
+            send("task_error", id=rid, message=str(e))
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
+            send("reply", id=rid, error=f"{type(e).__name__}: {e}",
+                 traceback=traceback.format_exc()[-4000:])
+    with contextlib.suppress(Exception):
+        ref.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
