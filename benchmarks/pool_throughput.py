@@ -170,7 +170,7 @@ def _print(rows: list[Row], title: str) -> None:
 
 def gpu_mode(a: argparse.Namespace) -> list[Row]:
     from cutegen.codegen.compile_ahead import make_compile_ahead
-    from cutegen.codegen.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
 
     task = resolve_task(a.task)
     gpus = [int(x) for x in a.gpus.split(",")]
@@ -211,7 +211,7 @@ def gpu_mode(a: argparse.Namespace) -> list[Row]:
 
 
 def compile_mode(a: argparse.Namespace) -> list[Row]:
-    from cutegen.codegen.evaluator import LocalEvaluator
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
 
     task = resolve_task(a.task)
     work = Path(tempfile.mkdtemp(prefix="pool-compile-"))

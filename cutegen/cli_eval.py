@@ -83,7 +83,7 @@ def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: i
     """
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
-    from cutegen.codegen.evaluator import make_evaluator
+    from cutegen.codegen.eval.evaluator import make_evaluator
     from cutegen.codegen.tasks import resolve_task
 
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)

@@ -76,7 +76,7 @@ def _make_evaluator(task: Any, options: Any, run_dir: Path, storage: Any) -> Any
 
         require_gpu("searching (verifying and timing candidates)")
     try:
-        from cutegen.codegen.evaluator import make_evaluator
+        from cutegen.codegen.eval.evaluator import make_evaluator
     except ModuleNotFoundError as e:  # pragma: no cover - only in a partial checkout
         raise ConfigError(f"the evaluator is not available in this build ({e})") from e
     from cutegen.search.storage import StoreBaselineCache

@@ -3,6 +3,7 @@ static filters (lesson 10), and the records' round trips. No worker processes.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -10,8 +11,9 @@ import time
 import pytest
 import torch
 
-from cutegen.codegen import _tensorfile, _wire
-from cutegen.codegen._verdict import RunFacts, decide, detect_precision, kernel_proof
+from cutegen.codegen.eval import framing
+from cutegen.codegen.eval.activity import Identity, Op, Window, analyse
+from cutegen.codegen.eval.verdict import RunFacts, decide, detect_precision
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
 from cutegen.codegen.inputs import ArgSpec, generate, refill
 from cutegen.codegen.numerics import compare
@@ -91,80 +93,123 @@ def test_scalar_outputs():
 
 # -- verdict logic --------------------------------------------------------------------------
 
-GOOD_TRIALS = [("main/randn", {"passed": True})]
-OURS = ["kernel_cutlass_softmax_0"]
+CUTE = "kernel_cutlass_softmax_0"
+US = 1000
+FLUSH = 256 * 2**20
 
 
-def _profile(*kernels, aten=()):
-    return {"gpu": [{"name": "at::cuda::spin_kernel(long)", "us": 1.0, "stream": 7},
-                    *kernels], "aten": list(aten)}
+def _call(k, t0_us, *, cute_us=100.0, foreign=(), event_skew=0.0):
+    """Window and ops of one honest call at t0 (µs), optionally with foreign work."""
+    t = t0_us * US + 10 * US
+    ops = [Op("memset", "memset", t, t + 50 * US, nbytes=FLUSH)]
+    t += 52 * US
+    ops.append(Op("kernel", CUTE, t, t + int(cute_us * US)))
+    t += int(cute_us * US)
+    for name, us in foreign:
+        ops.append(Op("kernel", name, t + US, t + US + int(us * US)))
+        t += US + int(us * US)
+    return Window(k, t0_us * US, t0_us * US + 5000 * US, (FLUSH,)), ops
 
 
-def _facts(**kw) -> RunFacts:
-    base = dict(trial_results=list(GOOD_TRIALS), kernel_names=list(OURS), finished=True,
-                samples=[100.0] * 30, host_per_call_us=101.0, burst_event_us=99.0, sol_us=10.0,
-                profile=_profile({"name": OURS[0], "us": 100.0, "stream": 7}))
+def _facts(*, n_verify=3, runs=30, cute_us=100.0, foreign_at=None, event_skew=0.0, **kw):
+    windows, ops, events = [], [], {}
+    for k in range(n_verify + runs):
+        w, o = _call(k, 10_000 * k, cute_us=cute_us,
+                     foreign=(("at::native::softmax_kernel", 300.0),) if k == foreign_at else ())
+        windows.append(w)
+        ops += o
+        events[k] = (o[-1].end_ns - o[0].end_ns) / 1e3 + event_skew
+    act = analyse(ops, windows, Identity(frozenset({CUTE}), frozenset(), (), True))
+    base = dict(trial_results=[(f"main/t{k}", {"passed": True}) for k in range(n_verify)],
+                kernel_names=[CUTE], finished=True, benchmarked=True, activity=act,
+                timed_ks=tuple(range(n_verify, n_verify + runs)), events_us=events, sol_us=10.0)
     base.update(kw)
     return RunFacts(**base)
 
 
-def test_honest_run_is_correct():
+def test_honest_run_is_correct_with_the_observer_time():
     d = decide(_facts())
     assert d.verdict == Verdict.CORRECT and d.stage == Stage.BENCHMARK
+    assert len(d.samples) == 30 and d.samples[0] == pytest.approx(100.0)
 
 
-def test_honest_host_bound_candidate_is_not_suspicious():
-    """Regression (H200, 2026-11-29): a 14 µs kernel with ~100 µs of Python per call was
-    marked suspicious; the host clock must be compared with events over the same calls."""
-    d = decide(_facts(samples=[14.4] * 30, host_per_call_us=108.9, burst_event_us=106.0))
-    assert d.verdict == Verdict.CORRECT and "host_bound" in d.flags
+def test_torch_doing_the_work_in_one_call_is_a_library_call():
+    d = decide(_facts(foreign_at=12))
+    assert d.verdict == Verdict.LIBRARY_CALL and "call 12" in d.message
 
 
-def test_d1_faked_event_times_are_suspicious():
-    d = decide(_facts(samples=[14.0] * 30, host_per_call_us=300.0, burst_event_us=12.0))
-    assert d.verdict == Verdict.SUSPICIOUS and "disagreement" in d.message
+def test_the_first_call_may_set_up_but_not_later_ones():
+    assert decide(_facts(foreign_at=0)).verdict == Verdict.CORRECT
+    assert decide(_facts(foreign_at=1)).verdict == Verdict.LIBRARY_CALL
 
 
-def test_c16_faster_than_light_is_suspicious():
-    d = decide(_facts(samples=[5.0] * 30, host_per_call_us=6.0, burst_event_us=5.0, sol_us=10.0))
-    assert d.verdict == Verdict.SUSPICIOUS and "speed of light" in d.message
-
-
-def test_c9_tampered_timers_are_suspicious():
-    assert decide(_facts(tampered=["elapsed_time"])).verdict == Verdict.SUSPICIOUS
-
-
-def test_proof_failure_before_benchmark_is_not_a_crash():
-    """Regression (H200, 2026-11-29): the parent stops a worker whose profiled call ran no
-    CuTe kernel; that must read as decoy, not as a worker that died."""
-    f = _facts(finished=False, samples=None, wants_bench=False,
-               profile=_profile({"name": "void at::native::vectorized_elementwise_kernel", "us": 9.0, "stream": 7}))
+def test_no_cute_kernel_at_all_is_a_decoy():
+    f = _facts()
+    calls = {k: dataclasses.replace(c, cute_kernels=0, cute_us=0.0) for k, c in f.activity.calls.items()}
+    f.activity = dataclasses.replace(f.activity, calls=calls)
     assert decide(f).verdict == Verdict.DECOY
 
 
-@pytest.mark.parametrize("profile,verdict", [
-    (_profile({"name": "void at::native::elementwise_kernel", "us": 50.0, "stream": 7}), Verdict.DECOY),
-    (_profile({"name": OURS[0], "us": 10.0, "stream": 7},
-              {"name": "void at::native::vectorized_elementwise_kernel", "us": 40.0, "stream": 7}),
-     Verdict.LIBRARY_CALL),
-    (_profile({"name": OURS[0], "us": 10.0, "stream": 7}, aten=["aten::mm"]), Verdict.LIBRARY_CALL),
-    (_profile({"name": OURS[0], "us": 10.0, "stream": 13}), Verdict.SUSPICIOUS),
-])
-def test_kernel_proof(profile, verdict):
-    d = kernel_proof(profile, OURS)
-    assert d is not None and d.verdict == verdict
+def test_d1_forged_event_times_are_suspicious_and_honest_ones_pass():
+    assert decide(_facts(event_skew=2.0)).verdict == Verdict.CORRECT
+    d = decide(_facts(event_skew=-60.0))
+    assert d.verdict == Verdict.SUSPICIOUS and "disagreement" in d.message
+    f = _facts()
+    f.events_us = {}
+    assert decide(f).verdict == Verdict.SUSPICIOUS  # no event readings at all
 
 
-def test_kernel_proof_accepts_a_small_allocation_kernel():
-    p = _profile({"name": OURS[0], "us": 100.0, "stream": 7},
-                 {"name": "void at::native::fill_kernel", "us": 2.0, "stream": 7})
-    assert kernel_proof(p, OURS) is None
+def test_c16_faster_than_light_is_suspicious():
+    d = decide(_facts(cute_us=5.0, sol_us=10.0))
+    assert d.verdict == Verdict.SUSPICIOUS and "speed of light" in d.message
+
+
+def test_work_outside_the_calls_and_unfinished_work_are_suspicious():
+    f = _facts()
+    stray = Op("kernel", CUTE, 9_000 * US, 9_100 * US)  # between call 0 and call 1
+    f.activity = dataclasses.replace(f.activity, outside=(stray,))
+    d = decide(f)
+    assert d.verdict == Verdict.SUSPICIOUS and "outside every call" in d.message
+    f = _facts()
+    f.activity = dataclasses.replace(f.activity, incomplete=(stray,))
+    assert "never finished" in decide(f).message
+
+
+def test_observer_failures_are_suspicious_never_correct():
+    assert decide(_facts(observer_error="bad MAC")).verdict == Verdict.SUSPICIOUS
+    assert decide(_facts(dropped_records=3)).verdict == Verdict.SUSPICIOUS
+    assert decide(_facts(activity=None)).verdict == Verdict.SUSPICIOUS
+    f = _facts()
+    f.activity = dataclasses.replace(f.activity, identity=Identity(
+        frozenset({CUTE}), frozenset({CUTE}), (CUTE,), True))
+    assert "defines the candidate's kernel" in decide(f).message
+
+
+def test_ghost_call_must_fail_and_run_no_cute_kernel():
+    f = _facts(ghost_k=5, ghost_result={"passed": True})
+    calls = dict(f.activity.calls)
+    calls[5] = dataclasses.replace(calls[5], cute_kernels=0, cute_us=0.0)
+    f.activity = dataclasses.replace(f.activity, calls=calls)
+    f.timed_ks = tuple(k for k in f.timed_ks if k != 5)
+    assert decide(f).verdict == Verdict.DECOY
+    f.ghost_result = {"passed": False}
+    assert decide(f).verdict == Verdict.CORRECT
+    g = _facts(ghost_k=5, ghost_result={"passed": False})
+    assert decide(g).verdict == Verdict.SUSPICIOUS  # kernels ran while disabled
+
+
+def test_audit_denials_and_a_closed_audit_pipe():
+    d = decide(_facts(audit=["ctypes.dlopen 'libc.so.6'"]))
+    assert d.verdict == Verdict.FORBIDDEN and "ctypes.dlopen" in d.message
+    assert decide(_facts(audit_closed_early=True)).verdict == Verdict.SUSPICIOUS
 
 
 def test_wrong_trial_and_determinism_trial():
     bad = [("main/randn", {"passed": True}), ("main/randn/determinism", {"passed": False, "reason": "x"})]
     assert decide(_facts(trial_results=bad, determinism_label="main/randn/determinism")).verdict == Verdict.NONDETERMINISTIC
     assert decide(_facts(trial_results=[("main/randn", {"passed": False, "reason": "x"})])).verdict == Verdict.WRONG
+    moved = [("main/randn", {"passed": False, "verdict": "input_modified", "reason": "forward modified input 0"})]
+    assert decide(_facts(trial_results=moved)).verdict == Verdict.INPUT_MODIFIED
 
 
 def test_timed_outputs_rechecked():
@@ -176,6 +221,7 @@ def test_timeouts_and_errors():
     assert decide(RunFacts(timeout_phase="compile")).verdict == Verdict.COMPILE_TIMEOUT
     assert decide(RunFacts(timeout_phase="import")).verdict == Verdict.TIMEOUT
     assert decide(RunFacts(error={"verdict": "oom", "message": "x"})).verdict == Verdict.OOM
+    assert decide(RunFacts(error={"verdict": "forbidden", "message": "x"})).verdict == Verdict.FORBIDDEN
     assert decide(RunFacts(protocol_error="bad frame")).verdict == Verdict.CRASH
 
 
@@ -215,10 +261,28 @@ def test_static_accepts_the_positive_control(make_candidate):
     (dict(module_extra="torch.cuda.Event.elapsed_time = None"), "monkeypatching"),
     (dict(module_extra="class T(torch.Tensor):\n    pass"), "subclasses torch.Tensor"),
     (dict(forward="import os\nos.system('true')\nreturn x"), "os.system"),
+    # import bans bypassed through `from` forms (found by the red team: neither was caught)
+    (dict(imports="from torch.utils import cpp_extension"), "torch.utils.cpp_extension"),
+    (dict(imports="from cuda.bindings import runtime"), "cuda.bindings.runtime"),
+    (dict(imports="from cuda.bindings import nvrtc"), "cuda.bindings.nvrtc"),
+    (dict(forward="m = cuda.cuModuleLoadData(b'')\nreturn x"), "cuModuleLoadData"),
+    (dict(forward="k = cuda.cuLaunchKernel\nreturn x"), "cuLaunchKernel"),
+    (dict(forward="f = torch.cuda._compile_kernel\nreturn x"), "_compile_kernel"),
+    (dict(forward="t = cutlass.base_dsl.jit_executor.ctypes\nreturn x"), "ctypes"),
+    (dict(forward="m = getattr(torch, 'ct' + 'ypes_helper')\nreturn x"), ""),
+    (dict(forward="n = 'c' + 'types'\nm = __import__(n)\nreturn x"), "__import__"),
+    (dict(forward="s = x.__class__.__subclasses__()\nreturn x"), "__subclasses__"),
+    (dict(forward="g = run_kernel.__globals__\nreturn x"), "__globals__"),
+    (dict(module_extra="P = '/proc/self/mem'"), "/proc/"),
+    (dict(forward="from torch.profiler import profile\nreturn x"), "torch.profiler"),
+    (dict(forward="g = torch.cuda.CUDAGraph()\nreturn x"), "CUDAGraph"),
 ])
 def test_static_rejects(make_candidate, twist, needle):
     r = check_source(make_candidate("bad", **twist).code)
-    assert not r.ok and r.verdict == Verdict.STATIC_REJECT and needle in r.message
+    if not needle:  # obfuscated names are beyond a filter (lesson 10): the runtime decides
+        return
+    assert not r.ok and r.verdict == Verdict.STATIC_REJECT
+    assert any(needle in f for f in r.findings), r.findings
 
 
 def test_static_rejects_missing_pieces():
@@ -249,22 +313,14 @@ def test_inputs_are_deterministic_per_seed_and_distribution():
 
 def test_wire_frames_and_corruption():
     r, w = os.pipe()
-    _wire.send(w, {"t": "trial", "i": 1})
+    framing.send(w, {"t": "trial", "i": 1})
     os.write(w, b"PASS\n" * 4)
     os.close(w)
-    it = _wire.frames(r)
+    it = framing.frames(r)
     assert next(it) == {"t": "trial", "i": 1}
-    with pytest.raises(_wire.ProtocolError):
+    with pytest.raises(framing.ProtocolError):
         next(it)
     os.close(r)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool])
-def test_tensorfile_round_trip(tmp_path, dtype):
-    x = (torch.randn(17, 5) * 10).to(dtype)
-    _tensorfile.save(tmp_path / "t.bin", [x, 3.5, x[:0]])
-    y = _tensorfile.load(tmp_path / "t.bin")
-    assert torch.equal(y[0], x) and y[1] == 3.5 and y[2].shape == (0, 5)
 
 
 def test_overflow_of_the_output_dtype_is_an_expected_inf():
@@ -277,24 +333,6 @@ def test_overflow_of_the_output_dtype_is_an_expected_inf():
     assert "Inf mismatch" in compare([finite], [ref64], [native]).reason
     early = torch.tensor([1.0, float("inf"), float("inf"), -float("inf")])
     assert "+Inf mismatch" in compare([early], [ref64], [native]).reason
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
-def test_tensorfile_round_trips_zero_dim_tensors(tmp_path, dtype):
-    # a scalar loss (cross-entropy with reduction="mean") is a 0-d tensor; viewing it as bytes
-    # without flattening raised "self.dim() cannot be 0" in the worker (found on the H200)
-    x = torch.tensor(2.5).to(dtype)
-    _tensorfile.save(tmp_path / "t.bin", [x])
-    (y,) = _tensorfile.load(tmp_path / "t.bin")
-    assert y.shape == () and y.dtype == dtype and torch.equal(y, x)
-
-
-def test_tensorfile_rejects_truncation(tmp_path):
-    _tensorfile.save(tmp_path / "t.bin", [torch.randn(100)])
-    data = (tmp_path / "t.bin").read_bytes()
-    (tmp_path / "t.bin").write_bytes(data[:-10])
-    with pytest.raises(ValueError):
-        _tensorfile.load(tmp_path / "t.bin")
 
 
 def test_timing_summary_and_evaluation_round_trip():
@@ -311,7 +349,7 @@ def test_timing_summary_and_evaluation_round_trip():
 def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():
     # found on the H200: processes left behind by an earlier command shared the GPU with a
     # benchmark and slowed it silently; now such an Evaluation carries review:gpu_shared
-    from cutegen.codegen._evalrun import foreign_pids
+    from cutegen.codegen.eval.evaluator import foreign_pids
 
     devices = {0: {10, 11, 99}, 1: {12, 13}}
     assert foreign_pids(devices, worker={10}, own={11}) == {99}
@@ -324,7 +362,7 @@ def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():
 def test_reference_worker_hands_back_cached_gpu_memory_above_the_threshold(monkeypatch):
     # on the H200 a softmax_long_bf16 reference worker kept ~48 GiB cached between trials,
     # beside the candidate's worker on the same GPU
-    from cutegen.codegen import refworker
+    from cutegen.codegen.eval import refworker
 
     calls = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -335,45 +373,6 @@ def test_reference_worker_hands_back_cached_gpu_memory_above_the_threshold(monke
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 2**30)
     refworker._release_cached_memory()
     assert calls == ["empty"]  # 1 GiB cached: kept for the next trial
-
-
-def test_tensorfile_writes_and_reads_in_pieces(tmp_path, monkeypatch):
-    # outputs of several GiB are written in 64 MiB pieces and read straight into their
-    # buffer; a piece size that does not divide the tensor exercises both loops
-    monkeypatch.setattr(_tensorfile, "_CHUNK", 7)
-    x = torch.randn(3, 41).to(torch.bfloat16)
-    _tensorfile.save(tmp_path / "t.bin", [x, 7, torch.arange(5)])
-    y = _tensorfile.load(tmp_path / "t.bin")
-    assert torch.equal(y[0], x) and y[1] == 7 and torch.equal(y[2], torch.arange(5))
-
-
-@pytest.mark.parametrize("payload", [b"\x05\x00\x00\x00\x00\x00\x00\x00{not}",
-                                     b"\xff\x00\x00\x00\x00\x00\x00\x00[]",
-                                     b"\x02\x00\x00\x00\x00\x00\x00\x00{}",
-                                     b'\x3b\x00\x00\x00\x00\x00\x00\x00[{"kind": "tensor", '
-                                     b'"dtype": "object", "shape": [1], "offset": 0, "nbytes": 1}]'])
-def test_tensorfile_rejects_malformed_headers(tmp_path, payload):
-    (tmp_path / "t.bin").write_bytes(payload)
-    with pytest.raises(ValueError):
-        _tensorfile.load(tmp_path / "t.bin")
-
-
-def test_the_reference_worker_deletes_an_output_file_once_read(tmp_path):
-    # outputs wait in tmpfs (host memory); at 4 GiB per trial they must not pile up until
-    # the evaluation ends (softmax over 16384 x 131072 bf16 held ~36 GiB per evaluation)
-    from cutegen.codegen.eval.refworker import Reference
-    from cutegen.codegen.tasks import load_bundled_task
-
-    task = load_bundled_task("relu_bf16")
-    ref = Reference(str(task.path), gpu=False, scratch=tmp_path)
-    ref.mod.batch_size, ref.mod.dim = 4, 64
-    ref.load(hidden=False, seed_init=1)
-    r64, native = ref.references(0, 5, "randn")
-    out = tmp_path / "trial_0.bin"
-    _tensorfile.save(out, [native[0]])
-    assert ref.compare(0, 5, "randn", str(out))["passed"]
-    assert not out.exists()
-    assert "unreadable" in ref.compare(0, 5, "randn", str(out))["reason"]
 
 
 class _Ev:
@@ -414,11 +413,3 @@ def test_a_timed_call_queued_after_its_start_event_is_timed_again_with_a_longer_
     assert t.late_calls == 2 * MAX_REDO
 
 
-def test_late_timed_calls_are_reported_in_the_details():
-    from cutegen.codegen._verdict import RunFacts, decide
-
-    f = RunFacts(finished=True, samples=[10.0] * 30, late_calls=4)
-    d = decide(f)
-    assert d.verdict == Verdict.CORRECT and "4 timed call(s) were queued after" in d.details[-1]
-    assert not any("queued after" in x for x in decide(RunFacts(finished=True,
-                                                                samples=[10.0] * 30)).details)

@@ -1,0 +1,48 @@
+"""The call plan (pure): what each call counts for is drawn in the parent."""
+
+from __future__ import annotations
+
+import secrets
+
+from cutegen.codegen.eval.plan import NAN_BYTE, ShapeInfo, benchmark_plan, verification_plan
+
+DISTS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
+
+
+def test_verification_plan_covers_distributions_hidden_shapes_and_determinism():
+    rng = secrets.SystemRandom()
+    shapes = [ShapeInfo("main"), ShapeInfo("batch_size=1"), ShapeInfo("batch_size=127")]
+    calls = verification_plan(shapes, DISTS, main_trials=3, rng=rng)
+    assert [c.k for c in calls] == list(range(len(calls)))
+    main = [c for c in calls if c.role == "verify" and c.shape == 0]
+    assert len(main) == 3 and main[0].dist == "randn" and len({c.dist for c in main}) == 3
+    assert {c.shape for c in calls if c.role == "verify"} == {0, 1, 2}
+    det = calls[-1]
+    assert det.role == "determinism" and det.seed == calls[0].seed and det.dist == calls[0].dist
+    assert det.pattern != calls[0].pattern
+    assert all(c.compare_now for c in calls)
+    assert len({c.seed for c in calls[:-1]}) == len(calls) - 1
+
+
+def test_benchmark_plan_keeps_a_secret_subset_and_one_ghost():
+    rng = secrets.SystemRandom()
+    calls = benchmark_plan(10, warmup=3, runs=50, keep_slots=8, ghost=True, rng=rng)
+    assert [c.k for c in calls] == list(range(10, 10 + 54))
+    assert sum(c.timed for c in calls) == 50
+    assert [c.role for c in calls[:3]] == ["warmup"] * 3
+    assert sum(c.role == "ghost" for c in calls) == 1
+    kept = [c for c in calls if c.keep]
+    assert len(kept) == 5 and all(c.role in ("warmup", "timed") for c in kept)
+    assert all(c.dist == "randn" and c.shape == 0 for c in calls)
+    assert {c.pattern for c in calls if c.k % 2 == 0} == {NAN_BYTE}
+
+
+def test_kept_subsets_differ_between_plans_and_respect_the_slot_budget():
+    rng = secrets.SystemRandom()
+    draws = {tuple(c.k for c in benchmark_plan(0, warmup=3, runs=50, keep_slots=8, ghost=False,
+                                                rng=rng) if c.keep) for _ in range(20)}
+    assert len(draws) > 10
+    calls = benchmark_plan(0, warmup=3, runs=50, keep_slots=2, ghost=False, rng=rng)
+    assert sum(c.keep for c in calls) == 2
+    assert not any(c.keep for c in benchmark_plan(0, warmup=3, runs=50, keep_slots=0,
+                                                  ghost=False, rng=rng))
