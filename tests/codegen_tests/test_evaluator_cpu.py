@@ -15,8 +15,8 @@ import pytest
 
 from cutegen.codegen.backend import EvalOptions
 from cutegen.codegen.compile_cache import CompileCache
-from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.eval.evaluator import LocalEvaluator
+from cutegen.codegen.evaluation import Verdict
 
 pytestmark = pytest.mark.slow
 

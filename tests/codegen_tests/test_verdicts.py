@@ -13,12 +13,12 @@ import torch
 
 from cutegen.codegen.eval import framing
 from cutegen.codegen.eval.activity import Identity, Op, Window, analyse
+from cutegen.codegen.eval.static import check_source
 from cutegen.codegen.eval.verdict import RunFacts, decide, detect_precision
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
 from cutegen.codegen.inputs import ArgSpec, generate, refill
 from cutegen.codegen.numerics import compare
 from cutegen.codegen.roofline import H200_DATASHEET, roofline, speed_of_light_us
-from cutegen.codegen.eval.static import check_source
 
 # -- numerics ------------------------------------------------------------------------------
 
