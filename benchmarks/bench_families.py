@@ -43,8 +43,8 @@ def _op(task: str) -> str:
 def _evaluate(name: str, strategies: str, runs: int, ceilings, out: Path) -> dict:
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
-    from cutegen.codegen.evaluation import Verdict
     from cutegen.codegen.eval.evaluator import LocalEvaluator
+    from cutegen.codegen.evaluation import Verdict
     from cutegen.codegen.families.moves import family_proposals
     from cutegen.codegen.tasks import load_bundled_task
 

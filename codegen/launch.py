@@ -19,9 +19,6 @@ import time
 from typing import Any
 
 from cutegen.codegen.inputs import ArgSpec, generate
-
-#: Folders (os.pathsep-separated) the candidate may not open: a profiler's report folder.
-ENV_DENY = "CUTEGEN_LAUNCH_DENY"
 from cutegen.profilers.protocol import (
     ENV_ENERGY,
     ENV_REPEAT,
@@ -30,6 +27,9 @@ from cutegen.profilers.protocol import (
     LaunchResult,
     format_launch_result,
 )
+
+#: Folders (os.pathsep-separated) the candidate may not open: a profiler's report folder.
+ENV_DENY = "CUTEGEN_LAUNCH_DENY"
 
 
 def _energy_mj() -> float | None:

@@ -8,9 +8,9 @@ import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.candidate import parse_tunables, set_tunable
+from cutegen.codegen.eval.static import check_source
 from cutegen.codegen.families.moves import read_family
 from cutegen.codegen.families.template import TemplateError, apply_directives, substitute
-from cutegen.codegen.eval.static import check_source
 
 #: Every task's default and unfused variants; every strategy of one task per family (the
 #: strategies of a task differ only in the TUNABLES literal).
