@@ -68,7 +68,7 @@ BANNED_CALLS = frozenset({
     "sys._getframe", "sys.settrace", "sys.setprofile", "eval", "exec", "compile",
     "__import__", "open", "globals", "setattr", "delattr",
     "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream",
-    "torch.cuda.ExternalStream", "torch.cuda.graph", "torch.cuda.CUDAGraph",
+    "torch.cuda.ExternalStream", "torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.compile",
 })
 PATCH_ROOTS = frozenset({"torch", "time", "os", "sys", "cutlass", "cute", "builtins", "numpy"})
 

@@ -8,6 +8,8 @@ CandidateSource; the test decides how to evaluate it.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import textwrap
 from pathlib import Path
 
@@ -108,3 +110,18 @@ def scale_shift_task():
     from cutegen.codegen.tasks import load_task_file
 
     return load_task_file(DATA / "tasks" / "scale_shift.py")
+
+
+def _register(name: str, filename: str) -> None:
+    """Load a shared test-data module of this folder under a fixed name (the tests run with
+    ``--import-mode=importlib``, so the folder is not on ``sys.path``)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+_register("_cutegen_attacks", "attacks.py")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from _cutegen_attacks import ATTACKS  # noqa: E402  (registered by conftest.py)
 
 from cutegen.codegen.backend import EvalOptions
 from cutegen.codegen.compile_cache import CompileCache
@@ -115,6 +116,14 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
             torch.cuda._sleep(2_000_000)
             run_kernel(x, out)
         return out
+    """), False, {V.WRONG, V.SUSPICIOUS, V.LIBRARY_CALL}),
+    "c6_side_stream_without_a_sleep": (dict(forward="""
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            out = torch.empty_like(x)
+            run_kernel(x, out)
+        return out
     """), False, {V.WRONG, V.SUSPICIOUS}),
     "c7_background_thread": (dict(imports="import threading", forward="""
         out = torch.empty_like(x)
@@ -124,7 +133,7 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
             run_kernel(x, out)
         threading.Thread(target=later).start()
         return out
-    """), False, {V.WRONG, V.THREAD_SPAWNED}),
+    """), False, {V.WRONG, V.THREAD_SPAWNED, V.SUSPICIOUS}),
     "c8_lazy_output": (dict(module_extra="""
         class Lazy(torch.Tensor):
             pass
@@ -141,7 +150,7 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
             if isinstance(o, torch.Tensor) and o.shape == x.shape and o is not x:
                 return o.clone()
         return torch.empty_like(x)
-    """), False, {V.WRONG}),
+    """), False, {V.WRONG, V.FORBIDDEN}),
     "c12_replay_by_pointer": (dict(module_extra="_SEEN = {}", forward="""
         k = x.data_ptr()
         if k in _SEEN:
@@ -207,6 +216,20 @@ def test_fixture_is_rejected_and_next_candidate_passes(name, shared_eval, make_c
         assert e.verdict != V.CORRECT  # G1
     good = ev.evaluate(make_candidate("good"))
     assert good.verdict == V.CORRECT, (name, good.message, good.log_tail[-2000:])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_rejected_and_next_candidate_passes(name, shared_eval, make_candidate):
+    """The attack suite (tests/codegen_tests/attacks.py), static filters off: the runtime
+    alone must reject each, and the next honest candidate must be correct."""
+    twist, accepted = ATTACKS[name]
+    ev = shared_eval[False]
+    e = ev.evaluate(make_candidate(name, **twist))
+    assert e.verdict in accepted and e.verdict != V.CORRECT, (
+        name, e.verdict, e.message, e.details[:5], e.log_tail[-2000:])
+    good = ev.evaluate(make_candidate("good"))
+    assert good.verdict == V.CORRECT, (name, good.message, good.details[:5], good.log_tail[-2000:])
 
 
 @pytest.mark.gpu
