@@ -96,6 +96,8 @@ class ObserverChannel:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._spawned = False
+        self._asked: set[bytes] = set()  # every nonce sent; FLUSHED for any other is forged
+        self._flush_lock = threading.Lock()
         self.hello: HelloRec | None = None
         self.clock = ClockMap()
 
@@ -130,18 +132,25 @@ class ObserverChannel:
 
     def flush(self, timeout: float) -> list[Record]:
         """Every record received since the previous ``flush()``, up to and including the
-        FLUSHED record that echoes this call's nonce, in arrival order.
+        FLUSHED record that echoes this call's nonce, in arrival order. Calls from several
+        threads are served one at a time.
 
         Raises:
-            ObserverSilent: no echo within ``timeout`` seconds, the stream ended, or it
-                failed authentication. The channel is dead afterwards.
+            ObserverSilent: no echo within ``timeout`` seconds, the stream ended, it failed
+                authentication, or it echoed a nonce this channel never sent (someone else
+                wrote into the control pipe). The channel is dead afterwards.
         """
         if not self._spawned:
             raise RuntimeError("flush() before after_spawn()")
+        with self._flush_lock:
+            return self._flush(timeout)
+
+    def _flush(self, timeout: float) -> list[Record]:
         nonce = secrets.token_bytes(NONCE_LEN)
         with self._cond:
             if self._dead:
                 raise ObserverSilent(self._dead)
+            self._asked.add(nonce)
         try:
             n = os.write(self._ctl_w, b"F" + nonce)
         except BlockingIOError:
@@ -252,6 +261,8 @@ class ObserverChannel:
                     self.hello = rec
                     self.clock.add(rec.clock)
                 elif isinstance(rec, FlushedRec):
+                    if rec.nonce not in self._asked:
+                        self._dead = "a FLUSHED echo of a nonce this channel never sent"
                     self.clock.add(rec.clock)
                 elif self.hello is None:
                     self._dead = "records before HELLO"

@@ -9,6 +9,8 @@ Modes (KEY OUT CTL are the descriptors from ObserverChannel.child_fds()):
   candidate holding the descriptor could.
 * ``forge KEY OUT CTL``: serve, then write a well-formed frame (the next sequence number, a
   FLUSHED record) under a key of its own.
+* ``inject KEY OUT CTL``: serve, then open its own write end of the control pipe through
+  /proc/self/fd and ask for a flush the parent never asked for.
 * ``close_ctl KEY OUT CTL``: serve, keep a duplicate of CTL (so the parent's writes still
   succeed), close CTL itself: the flusher thread ends and flushes must time out.
 * ``start CUPTI``: the real cgobs_start on this GPU-less machine; prints the error.
@@ -116,7 +118,7 @@ def _elf_fuzz(lib: Path, image: Path, n: int) -> None:
 def main() -> None:
     mode, lib = sys.argv[1], Path(sys.argv[2])
     args = sys.argv[3:]
-    if mode in ("serve", "serve_locked", "garbage", "forge", "close_ctl"):
+    if mode in ("serve", "serve_locked", "garbage", "forge", "inject", "close_ctl"):
         key, out, ctl = map(int, args[:3])
         _serve(lib, key, out, ctl)
         if mode == "serve_locked":
@@ -131,6 +133,9 @@ def main() -> None:
             body = bytes(16) + bytes(20) + bytes(28)
             payload = bytes([7]) + len(body).to_bytes(4, "little") + body
             os.write(out, encode_frame(os.urandom(32), 3, payload))
+        elif mode == "inject":
+            wfd = os.open(f"/proc/self/fd/{ctl}", os.O_WRONLY)
+            os.write(wfd, b"F" + os.urandom(16))
         elif mode == "close_ctl":
             keep = os.dup(ctl)
             os.close(ctl)

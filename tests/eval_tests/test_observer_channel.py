@@ -119,6 +119,13 @@ def test_bytes_written_into_the_pipe_by_the_worker_make_flush_raise(run_child, m
             ch.flush(1.0)
 
 
+def test_a_flush_the_parent_never_asked_for_kills_the_channel(run_child):
+    with ObserverChannel(selftest_ok=True) as ch:
+        run_child("inject", ch)
+        with pytest.raises(ObserverSilent, match="never sent"):
+            ch.flush(10.0)
+
+
 def test_a_worker_that_closes_the_control_pipe_makes_flush_time_out(run_child):
     with ObserverChannel(selftest_ok=True) as ch:
         run_child("close_ctl", ch)
