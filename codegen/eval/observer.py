@@ -329,18 +329,27 @@ def attach_selftest(*, lib: Path, key_fd: int, out_fd: int, ctl_fd: int) -> None
                                   f"{_last_error(dll)}")
 
 
-def lockdown(lib: Path) -> None:
-    """Installs the observer library's seccomp filter on every thread of this process: no
+def lockdown(lib: Path, *, keep_caps: bool = False, keep_dumpable: bool = False) -> None:
+    """Locks this (worker) process down before candidate code runs.
+
+    The process becomes non-dumpable (no other process of this user, a sibling worker
+    included, can open its ``/proc/PID/mem`` or ``/proc/PID/fd``), the calling thread drops
+    every capability (a root worker keeps no CAP_SYS_PTRACE or CAP_DAC_OVERRIDE; threads it
+    starts later inherit that), and the library's seccomp filter goes on every thread: no
     new processes, no exec, no ptrace or cross-process memory access, no sockets but
     AF_UNIX, no signals to other processes. Threads keep working.
 
+    Args:
+        keep_caps: skip dropping capabilities (escape hatch, should a driver need one).
+        keep_dumpable: skip PR_SET_DUMPABLE 0 (escape hatch for debuggers and profilers).
+
     Raises:
-        ObserverUnavailable: the filter could not be installed (not x86-64, no seccomp).
+        ObserverUnavailable: a step failed (not x86-64, no seccomp, capset refused...).
     """
     dll = _load(lib)
     fn = dll.cgobs_lockdown
     fn.argtypes = [ctypes.c_uint]
     fn.restype = ctypes.c_int
-    rc = fn(0)
+    rc = fn((1 if keep_caps else 0) | (2 if keep_dumpable else 0))
     if rc != 0:
         raise ObserverUnavailable(f"lockdown failed ({rc}): {_last_error(dll)}")

@@ -14,7 +14,10 @@ Modes (KEY OUT CTL are the descriptors from ObserverChannel.child_fds()):
 * ``close_ctl KEY OUT CTL``: serve, keep a duplicate of CTL (so the parent's writes still
   succeed), close CTL itself: the flusher thread ends and flushes must time out.
 * ``start CUPTI``: the real cgobs_start on this GPU-less machine; prints the error.
-* ``lockdown``: lockdown, then try what it must forbid and allow; prints JSON.
+* ``lockdown VICTIM``: lockdown, then try what it must forbid and allow, including opening
+  the memory of VICTIM (a locked-down sibling); prints JSON.
+* ``victim``: lockdown, print ready, wait for stdin to close.
+* ``peek VICTIM``: no lockdown: can this process open VICTIM's memory? (the control)
 * ``elf_fuzz IMAGE N``: the cubin parser on N mangled copies of IMAGE; prints a count.
 """
 
@@ -48,7 +51,12 @@ def _try(fn) -> str:
     return "allowed"
 
 
-def _lockdown(lib: Path) -> None:
+def _open_mem(pid: int) -> None:
+    with open(f"/proc/{pid}/mem", "rb"):
+        pass
+
+
+def _lockdown(lib: Path, victim: int) -> None:
     from cutegen.codegen.eval.observer import lockdown
     from cutegen.codegen.eval.observer_build import ObserverUnavailable
 
@@ -84,6 +92,9 @@ def _lockdown(lib: Path) -> None:
     th.join()
     res["thread"] = "ran" if done else "did not run"
     res["socketpair"] = _try(lambda: [s.close() for s in socket.socketpair()])
+    res["victim_mem"] = _try(lambda: _open_mem(victim))
+    status = Path("/proc/self/status").read_text()
+    res["cap_eff"] = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff"))
     print(json.dumps(res))
 
 
@@ -157,7 +168,15 @@ def main() -> None:
         else:
             print(json.dumps({"started": True}))
     elif mode == "lockdown":
-        _lockdown(lib)
+        _lockdown(lib, int(args[0]))
+    elif mode == "victim":
+        from cutegen.codegen.eval.observer import lockdown
+
+        lockdown(lib)
+        print("ready", flush=True)
+        _wait_stdin()
+    elif mode == "peek":
+        print(json.dumps({"victim_mem": _try(lambda: _open_mem(int(args[0])))}))
     elif mode == "elf_fuzz":
         _elf_fuzz(lib, Path(args[0]), int(args[1]))
     else:

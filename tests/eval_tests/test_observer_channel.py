@@ -9,6 +9,7 @@ return records. The real ``cgobs_start`` and the seccomp lockdown run in childre
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -183,17 +184,32 @@ def _has_gpu() -> bool:
     return any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def test_lockdown_forbids_new_processes_sockets_and_signals_but_not_threads(child_cmd):
+def test_lockdown_forbids_new_processes_sockets_signals_and_sibling_memory(child_cmd):
     if sys.platform != "linux" or not _seccomp_supported():
         pytest.skip("seccomp is not available in this sandbox")
-    r = subprocess.run(child_cmd("lockdown"), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr[-2000:]
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    if "unavailable" in res:
-        if "x86-64" in res["unavailable"]:
-            pytest.skip(res["unavailable"])
-        pytest.fail(res["unavailable"])
+    victim = subprocess.Popen(child_cmd("victim"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        line = victim.stdout.readline() if victim.stdout else ""
+        if line.strip() != "ready":
+            msg = victim.stderr.read() if victim.stderr else ""
+            if "x86-64" in msg:
+                pytest.skip("lockdown is x86-64 only")
+            pytest.fail(f"the victim did not lock down: {line!r} {msg[-2000:]}")
+        r = subprocess.run(child_cmd("lockdown", victim.pid), capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert "unavailable" not in res, res
+        control = subprocess.run(child_cmd("peek", victim.pid), capture_output=True, text=True,
+                                 timeout=60)
+        peek = json.loads(control.stdout.strip().splitlines()[-1])["victim_mem"]
+    finally:
+        if victim.stdin:
+            victim.stdin.close()
+        victim.wait(timeout=10)
     eperm = "denied:PermissionError:1"
+    assert res.pop("victim_mem").startswith("denied:PermissionError")
     assert res == {
         "early_thread_fork": eperm,  # a thread that existed before the filter (TSYNC)
         "fork": eperm,
@@ -205,4 +221,7 @@ def test_lockdown_forbids_new_processes_sockets_and_signals_but_not_threads(chil
         "kill_self": "allowed",
         "thread": "ran",
         "socketpair": "allowed",
+        "cap_eff": "0000000000000000",
     }
+    if os.geteuid() == 0:  # the control: a root process that kept CAP_SYS_PTRACE gets in
+        assert peek == "allowed"

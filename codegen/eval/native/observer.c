@@ -27,7 +27,9 @@
  *       starts the flusher thread. flags: CGOBS_START_NO_API (1) leaves RUNTIME and DRIVER
  *       records off (overhead comparisons only); other bits must be 0. Callable once.
  *   int cgobs_lockdown(unsigned flags)
- *       Installs the seccomp filter described at cgobs_lockdown (x86-64 only). flags: 0.
+ *       Makes the process non-dumpable, drops the calling thread's capabilities and installs
+ *       the seccomp filter described at cgobs_lockdown (x86-64 only). flags:
+ *       CGOBS_LOCK_KEEP_CAPS (1), CGOBS_LOCK_KEEP_DUMPABLE (2) skip those steps.
  *   int cgobs_selftest(int key_fd, int out_fd)
  *       No CUPTI: reads the key like cgobs_start and writes the fixed sequence documented
  *       at selftest_records() through the real framing and HMAC code, then returns.
@@ -143,6 +145,7 @@
 
 #if defined(__x86_64__)
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -167,6 +170,8 @@
 #define CGOBS_BT_FRAMES 64
 
 #define CGOBS_START_NO_API 1u
+#define CGOBS_LOCK_KEEP_CAPS 1u
+#define CGOBS_LOCK_KEEP_DUMPABLE 2u
 
 enum { REC_HELLO = 1, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_API, REC_MODULE, REC_FLUSHED,
        REC_NOTE };
@@ -1416,6 +1421,14 @@ CGOBS_API long cgobs_elf_kernel_names(const void *image, size_t len, char *out, 
  *   ENOSYS: clone3, whose flags live in memory a filter cannot read; glibc then falls back
  *           to clone for threads.
  * It is installed on every thread (SECCOMP_FILTER_FLAG_TSYNC) after PR_SET_NO_NEW_PRIVS.
+ *
+ * Before it, two steps that a syscall filter cannot take (open() paths are out of its
+ * reach): PR_SET_DUMPABLE 0, so that no other process of the same user (a sibling worker
+ * with another candidate) can open this one's /proc/PID/mem or /proc/PID/fd; and dropping
+ * the calling thread's capabilities (bounding, ambient, effective, permitted, inheritable;
+ * threads started afterwards inherit that), so that a worker running as root cannot use
+ * CAP_SYS_PTRACE or CAP_DAC_OVERRIDE on its parent or its siblings either. Threads that
+ * existed before keep their capabilities: capabilities are per thread.
  */
 
 #define MAX_INSNS 96
@@ -1539,12 +1552,40 @@ static int build_filter(prog_t *p, uint32_t pid) {
     return resolve(p);
 }
 
+static int drop_capabilities(void) {
+    struct __user_cap_header_struct hdr;
+    struct __user_cap_data_struct data[2];
+    int cap;
+#ifdef PR_CAP_AMBIENT
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        return fail(-12, "clearing the ambient capabilities failed: %s", strerror(errno));
+#endif
+    for (cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) <= 0) continue; /* absent or beyond the last */
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EPERM)
+            return fail(-12, "dropping capability %d from the bounding set failed: %s", cap,
+                        strerror(errno));
+    }
+    memset(&hdr, 0, sizeof hdr);
+    memset(data, 0, sizeof data);
+    hdr.version = _LINUX_CAPABILITY_VERSION_3;
+    hdr.pid = 0;
+    if (syscall(SYS_capset, &hdr, data) != 0)
+        return fail(-12, "capset (dropping every capability) failed: %s", strerror(errno));
+    return 0;
+}
+
 CGOBS_API int cgobs_lockdown(unsigned flags) {
     prog_t p;
     struct sock_fprog fp;
     long rc;
-    if (flags) return fail(-1, "unknown flags 0x%x", flags);
+    int err;
+    if (flags & ~(CGOBS_LOCK_KEEP_CAPS | CGOBS_LOCK_KEEP_DUMPABLE))
+        return fail(-1, "unknown flags 0x%x", flags);
     if (build_filter(&p, (uint32_t)getpid())) return fail(-8, "the seccomp program did not fit");
+    if (!(flags & CGOBS_LOCK_KEEP_DUMPABLE) && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        return fail(-12, "prctl(PR_SET_DUMPABLE, 0) failed: %s", strerror(errno));
+    if (!(flags & CGOBS_LOCK_KEEP_CAPS) && (err = drop_capabilities()) != 0) return err;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return fail(-9, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
     fp.len = (unsigned short)p.n;
