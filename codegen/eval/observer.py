@@ -71,7 +71,7 @@ class ObserverChannel:
                                 pass_fds=ch.child_fds())
         ch.after_spawn()
         ...                     # the worker runs, then synchronises its device
-        records = ch.flush(10.0)
+        records = ch.flush(10.0)  # keep the worker alive until this returns
         ch.close()
 
     Args:
@@ -165,6 +165,10 @@ class ObserverChannel:
         scanned = 0
         with self._cond:
             while True:
+                # Trouble anywhere in the stream fails the flush, even when the echo came
+                # before it: a stream that was tampered with once is not trusted at all.
+                if self._dead:
+                    raise ObserverSilent(self._dead)
                 for i in range(scanned, len(self._records)):
                     rec = self._records[i]
                     if isinstance(rec, FlushedRec) and rec.nonce == nonce:
@@ -172,8 +176,6 @@ class ObserverChannel:
                         del self._records[:i + 1]
                         return out
                 scanned = len(self._records)
-                if self._dead:
-                    raise ObserverSilent(self._dead)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._dead = f"no FLUSHED echo within {timeout:g} s"

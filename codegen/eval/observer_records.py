@@ -60,6 +60,7 @@ class ModuleFlag(IntFlag):
     ELF_ERROR = 2
     NAMES_TRUNCATED = 4
     NO_IMAGE = 8
+    NO_MAPS = 16  # /proc/self/maps unreadable: origin "<unresolved>"
 
 
 class Health(IntFlag):

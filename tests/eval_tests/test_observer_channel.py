@@ -26,6 +26,7 @@ from cutegen.codegen.eval.observer_records import (
     KernelRec,
     MemcpyRec,
     MemsetRec,
+    ModuleFlag,
     ModuleRec,
     NoteRec,
 )
@@ -73,17 +74,17 @@ def test_flush_returns_everything_up_to_its_own_echo(run_child):
         first = ch.flush(10.0)
         t1 = time.monotonic_ns()
         assert [type(r) for r in first] == [HelloRec, KernelRec, MemcpyRec, MemsetRec, ApiRec,
-                                            ModuleRec, NoteRec, FlushedRec]
+                                            ModuleRec, NoteRec, ModuleRec, FlushedRec]
         assert ch.hello is not None and ch.hello.pid == child.proc.pid
         assert ch.hello.flags == HelloFlag.SELFTEST
         echo = first[-1]
-        assert isinstance(echo, FlushedRec) and echo.records_total == 7
+        assert isinstance(echo, FlushedRec) and echo.records_total == 8
         # the selftest's CUPTI clock is CLOCK_MONOTONIC itself: the map is about the identity
         assert t0 <= echo.clock.mono_ns <= t1
         assert abs(ch.clock.offset_ns) <= echo.clock.bracket_ns
         second = ch.flush(10.0)
         assert len(second) == 1 and isinstance(second[0], FlushedRec)
-        assert second[0].records_total == 8 and second[0].nonce != echo.nonce
+        assert second[0].records_total == 9 and second[0].nonce != echo.nonce
         for _ in range(20):  # many round trips, each answered in order
             (rec,) = ch.flush(10.0)
             assert isinstance(rec, FlushedRec)
@@ -91,6 +92,24 @@ def test_flush_returns_everything_up_to_its_own_echo(run_child):
         child.stop()
         with pytest.raises(ObserverSilent):  # the worker is gone: no more echoes
             ch.flush(5.0)
+
+
+def test_module_records_name_the_caller_that_loaded_the_image(run_child, observer_lib):
+    """The real callback code (backtrace, /proc/self/maps) on a module 'loaded' by the
+    selftest: the origin is the first object outside the skip list (here Python's ctypes
+    machinery, which called cgobs_selftest_start), never the observer library itself."""
+    with ObserverChannel(selftest_ok=True) as ch:
+        child = run_child("serve", ch)
+        mod = [r for r in ch.flush(10.0) if isinstance(r, ModuleRec)][-1]
+    assert mod.module_id == 6 and mod.flags == ModuleFlag.NOT_ELF
+    assert mod.thread_id == child.proc.pid  # loaded on the child's main thread
+    assert mod.origin.startswith("/") and Path(mod.origin).exists(), mod
+    assert "ffi" in mod.origin or "ctypes" in mod.origin or "python" in mod.origin, mod
+    assert mod.chain and mod.chain[0] == mod.origin, mod
+    real_lib = str(observer_lib.resolve())
+    assert real_lib not in mod.chain and mod.origin != real_lib
+    assert 0 < len(mod.chain) <= 12
+    assert all(a != b for a, b in zip(mod.chain[:-1], mod.chain[1:], strict=True))  # repeats folded
 
 
 def test_the_flusher_keeps_answering_after_lockdown(run_child):

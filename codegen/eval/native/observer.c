@@ -35,7 +35,8 @@
  *       at selftest_records() through the real framing and HMAC code, then returns.
  *   int cgobs_selftest_start(int key_fd, int out_fd, int ctl_fd)
  *       No CUPTI: like cgobs_start (HELLO with the SELFTEST flag, then the fixed KERNEL,
- *       MEMCPY, MEMSET, API, MODULE and NOTE records) and starts the real flusher thread,
+ *       MEMCPY, MEMSET, API, MODULE and NOTE records, then a MODULE record made by the real
+ *       module callback code, origin included) and starts the real flusher thread,
  *       which echoes every nonce read from ctl_fd in a FLUSHED record whose clock pair is
  *       (CLOCK_MONOTONIC, CLOCK_MONOTONIC). The parent refuses SELFTEST streams unless a
  *       test asked for one.
@@ -73,7 +74,8 @@
  *              | str16 name
  *   6 MODULE   u32 module_id | u64 cubin_size | 32 bytes sha256(cubin) | u64 t_ns (CUPTI
  *              clock) | u64 mono_ns | u32 thread_id | u32 flags (1 NOT_ELF, 2 ELF_ERROR,
- *              4 NAMES_TRUNCATED, 8 NO_IMAGE) | str16 origin | u16 n | n x str16 chain
+ *              4 NAMES_TRUNCATED, 8 NO_IMAGE, 16 NO_MAPS) | str16 origin | u16 n
+ *              | n x str16 chain
  *              | u32 m | m x str16 kernel name
  *   7 FLUSHED  16 bytes nonce | clock pair | u64 dropped_total | u64 records_total
  *              | u64 launch_calls | u32 health
@@ -99,12 +101,14 @@
  *   8 BUFFER_ERROR    (a completed buffer could not be walked to its end)
  *  16 BUFFER_DENIED   (malloc failed for an activity buffer: records were dropped)
  *
- * MODULE origin: backtrace() from inside the callback, dladdr() on each frame; frames in
+ * MODULE origin: backtrace() from inside the callback, each frame looked up in
+ * /proc/self/maps (as dladdr() would, without the loader lock dladdr takes); frames in
  * libcupti, libcuda, libcudart*, libnvidia-*, libc, libpthread, libdl, libgcc_s, ld-linux
- * and this library are skipped; the first other frame names the origin: its object's
- * path, "<anonymous>" when dladdr finds no object (JIT host code, as the CuTe DSL uses), or
- * "<none>" when the stack ends inside skipped objects. chain lists the objects of the first
- * frames (this library's own left out, consecutive repeats folded), at most 12.
+ * and this library are skipped; the first other frame names the origin: its file's path,
+ * "<anonymous>" when the code lies in no file (JIT host code, as the CuTe DSL uses),
+ * "<none>" when the stack ends inside skipped objects, "<unresolved>" (flag NO_MAPS) when
+ * /proc/self/maps could not be read. chain lists the objects of the first frames (this
+ * library's own left out, consecutive repeats folded), at most 12.
  *
  * Writes to out_fd are serialised by one mutex. A failed write (EPIPE, EBADF, ...) marks
  * the channel dead and later records are dropped silently. No write ever raises SIGPIPE in
@@ -176,7 +180,8 @@
 enum { REC_HELLO = 1, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_API, REC_MODULE, REC_FLUSHED,
        REC_NOTE };
 enum { HELLO_SELFTEST = 1, HELLO_NO_API = 2 };
-enum { MOD_NOT_ELF = 1, MOD_ELF_ERROR = 2, MOD_NAMES_TRUNCATED = 4, MOD_NO_IMAGE = 8 };
+enum { MOD_NOT_ELF = 1, MOD_ELF_ERROR = 2, MOD_NAMES_TRUNCATED = 4, MOD_NO_IMAGE = 8,
+       MOD_NO_MAPS = 16 };
 enum { H_SUBSCRIBER_LOST = 1, H_NO_SUBSCRIBER = 2, H_FLUSH_FAILED = 4, H_BUFFER_ERROR = 8,
        H_BUFFER_DENIED = 16 };
 
@@ -532,7 +537,6 @@ static uint32_t g_health;  /* H_* bits, updated with __atomic_or_fetch */
 static uint64_t g_dropped; /* __atomic */
 static uint64_t g_launch_calls; /* __atomic */
 static char g_self_path[4096];
-static char g_exe_path[4096];
 
 static const char *cupti_err(CUptiResult r) {
     const char *s = NULL;
@@ -852,11 +856,85 @@ static int skipped_object(const char *path) {
     return 0;
 }
 
-static const char *frame_object(void *pc) {
-    Dl_info info;
-    if (!dladdr(pc, &info) || !info.dli_fname) return NULL;
-    if (!info.dli_fname[0]) return g_exe_path[0] ? g_exe_path : "<main>";
-    return info.dli_fname;
+/*
+ * Frames are mapped to objects through /proc/self/maps, not dladdr(): dladdr takes the
+ * loader's lock, which a thread inside dlopen() holds while it runs library constructors;
+ * one that calls into CUDA would then wait for the driver lock this callback runs under.
+ */
+typedef struct {
+    uintptr_t lo, hi;
+    const char *path;
+} map_ent;
+
+typedef struct {
+    char *text;
+    map_ent *e;
+    size_t n;
+} maps_t;
+
+static int maps_load(maps_t *m) {
+    size_t cap = 1u << 16, len = 0, ecap = 256;
+    char *line;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    memset(m, 0, sizeof *m);
+    if (fd < 0) return -1;
+    m->text = (char *)malloc(cap);
+    m->e = (map_ent *)malloc(ecap * sizeof(map_ent));
+    if (!m->text || !m->e) goto bad;
+    for (;;) {
+        ssize_t k;
+        if (len + 4096 + 1 > cap) {
+            char *t = (char *)realloc(m->text, cap * 2);
+            if (!t) goto bad;
+            m->text = t;
+            cap *= 2;
+        }
+        k = read(fd, m->text + len, cap - len - 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) goto bad;
+        if (k == 0) break;
+        len += (size_t)k;
+    }
+    close(fd);
+    fd = -1;
+    m->text[len] = 0;
+    for (line = m->text; line && *line;) {
+        char *nl = strchr(line, '\n'), perms[8];
+        unsigned long lo, hi;
+        int at = 0;
+        if (nl) *nl = 0;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &at) >= 3 &&
+            strchr(perms, 'x')) {
+            if (m->n == ecap) {
+                map_ent *e = (map_ent *)realloc(m->e, ecap * 2 * sizeof(map_ent));
+                if (!e) goto bad;
+                m->e = e;
+                ecap *= 2;
+            }
+            m->e[m->n].lo = (uintptr_t)lo;
+            m->e[m->n].hi = (uintptr_t)hi;
+            m->e[m->n].path = at > 0 ? line + at : "";
+            m->n++;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+bad:
+    if (fd >= 0) close(fd);
+    free(m->text);
+    free(m->e);
+    memset(m, 0, sizeof *m);
+    return -1;
+}
+
+/* The file a code address belongs to, or NULL for anonymous memory (JIT code). */
+static const char *maps_find(const maps_t *m, void *pc) {
+    uintptr_t a = (uintptr_t)pc;
+    size_t i;
+    for (i = 0; i < m->n; i++)
+        if (a >= m->e[i].lo && a < m->e[i].hi)
+            return m->e[i].path[0] == '/' ? m->e[i].path : NULL;
+    return NULL;
 }
 
 static void encode_module(buf_t *r, const CUpti_ModuleResourceData *md) {
@@ -872,16 +950,19 @@ static void encode_module(buf_t *r, const CUpti_ModuleResourceData *md) {
     size_t n = md && md->pCubin ? md->cubinSize : 0;
     sha256_ctx c;
 
+    maps_t maps;
+    int have_maps = maps_load(&maps) == 0;
+
     nframes = backtrace(frames, CGOBS_BT_FRAMES);
-    for (i = 0; i < nframes; i++) {
-        const char *obj = frame_object(frames[i]);
+    for (i = 0; i < nframes && have_maps; i++) {
+        const char *obj = maps_find(&maps, frames[i]);
         const char *shown = obj ? obj : "<anonymous>";
         if (obj && g_self_path[0] && strcmp(obj, g_self_path) == 0) continue;
         if (nchain < CGOBS_CHAIN_MAX && (nchain == 0 || strcmp(chain[nchain - 1], shown) != 0))
             chain[nchain++] = shown;
         if (!origin && (!obj || !skipped_object(obj))) origin = shown;
     }
-    if (!origin) origin = "<none>";
+    if (!origin) origin = have_maps ? "<none>" : "<unresolved>";
 
     sha256_init(&c);
     if (n) sha256_update(&c, img, n);
@@ -905,11 +986,16 @@ static void encode_module(buf_t *r, const CUpti_ModuleResourceData *md) {
     nr.b = r; nr.count = 0; nr.cut = 0;
     flags = elf_walk(img, n, sink_record, &nr);
     if (nr.cut) flags |= MOD_NAMES_TRUNCATED;
+    if (!have_maps) flags |= MOD_NO_MAPS;
     if (!r->oom) {
         put_le32(r->p + flags_at, flags);
         put_le32(r->p + count_at, nr.count);
     }
     rec_end(r, at);
+    if (have_maps) {
+        free(maps.text);
+        free(maps.e);
+    }
 }
 
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
@@ -1096,12 +1182,13 @@ static int load_key(chan_t *ch, int key_fd) {
 
 static void remember_paths(void) {
     Dl_info info;
-    ssize_t n;
     void *warm[2];
-    if (dladdr((void *)&remember_paths, &info) && info.dli_fname)
-        snprintf(g_self_path, sizeof g_self_path, "%s", info.dli_fname);
-    n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
-    g_exe_path[n > 0 ? n : 0] = 0;
+    char *real;
+    if (dladdr((void *)&remember_paths, &info) && info.dli_fname) {
+        real = realpath(info.dli_fname, NULL); /* /proc/self/maps names the real file */
+        snprintf(g_self_path, sizeof g_self_path, "%s", real ? real : info.dli_fname);
+        free(real);
+    }
     backtrace(warm, 2); /* loads the unwinder now, not inside a CUDA callback */
 }
 
@@ -1245,8 +1332,10 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
  *          NOTE    level 1, "selftest note: caf\u00e9" (UTF-8)
  *   seq 3: FLUSHED nonce 00 01 .. 0f, clock (8000, 123456789, 5), dropped 3,
  *                  records_total 7, launch_calls 1, health 0
- * cgobs_selftest_start sends frames 0 to 2 (with its real pid and clock in HELLO) and then
- * one FLUSHED per nonce read from ctl_fd.
+ * cgobs_selftest_start sends frames 0 to 2 (with its real pid and clock in HELLO), then a
+ * MODULE record made by the real callback code for the same 22-byte image (module 6, its
+ * real time, thread and origin: the caller of cgobs_selftest_start), then one FLUSHED per
+ * nonce read from ctl_fd.
  */
 static void selftest_records(chan_t *ch, int with_flushed, const clock_pair *hello_clock) {
     static const char cubin[] = "cutegen-selftest-cubin";
@@ -1368,6 +1457,17 @@ CGOBS_API int cgobs_selftest_start(int key_fd, int out_fd, int ctl_fd) {
     remember_paths();
     sample_clock(&cp);
     selftest_records(&g_ch, 0, &cp);
+    {
+        static const char cubin[] = "cutegen-selftest-cubin";
+        CUpti_ModuleResourceData md;
+        buf_t r = {0};
+        md.moduleId = 6;
+        md.cubinSize = sizeof cubin - 1;
+        md.pCubin = cubin;
+        encode_module(&r, &md);
+        emit_one(&g_ch, &r);
+        free(r.p);
+    }
     if ((rc = start_flusher()) != 0)
         return fail(-6, "could not start the flusher thread: %s", strerror(rc));
     g_started = 2;
