@@ -368,6 +368,16 @@ class FrameReader:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[Record]:
+        """Takes the next bytes of the stream, in any split.
+
+        Returns:
+            The records of every frame completed by these bytes, in stream order.
+
+        Raises:
+            FrameError: bad magic, a length over :data:`MAX_PAYLOAD` (or zero), a bad MAC,
+                a sequence number out of turn, or a malformed record; also on every call
+                after the first such error.
+        """
         if self._error is not None:
             raise self._error
         try:
@@ -418,6 +428,8 @@ class ClockMap:
             self.add(p)
 
     def add(self, pair: ClockPair) -> None:
+        """Adds a pair read by the observer (HELLO, FLUSHED, MODULE); the oldest beyond the
+        window is forgotten."""
         if pair.cupti_ns == 0:
             return
         self._pairs.append(pair)
