@@ -546,20 +546,23 @@ static const char *cupti_err(CUptiResult r) {
 
 static void health_set(uint32_t bits) { __atomic_or_fetch(&g_health, bits, __ATOMIC_RELAXED); }
 
+/* Best of three: the tightest CLOCK_MONOTONIC bracket around a non-zero CUPTI time. */
 static void sample_clock(clock_pair *out) {
     int i;
     out->bracket_ns = UINT32_MAX;
     out->cupti_ns = out->mono_ns = 0;
     for (i = 0; i < 3; i++) {
-        uint64_t m1 = mono_ns(), c = 0, m2;
+        uint64_t m1 = mono_ns(), c = 0, m2, w;
         if (g_use_cupti) {
             if (p_cuptiGetTimestamp(&c) != CUPTI_SUCCESS) c = 0;
         } else {
             c = mono_ns(); /* selftest: the identity clock */
         }
         m2 = mono_ns();
-        if (m2 - m1 < out->bracket_ns) {
-            out->bracket_ns = (uint32_t)((m2 - m1) > UINT32_MAX - 1 ? UINT32_MAX - 1 : m2 - m1);
+        w = m2 - m1;
+        if (w > UINT32_MAX - 1) w = UINT32_MAX - 1;
+        if ((c && !out->cupti_ns) || ((c || !out->cupti_ns) && w < out->bracket_ns)) {
+            out->bracket_ns = (uint32_t)w;
             out->cupti_ns = c;
             out->mono_ns = m1 + (m2 - m1) / 2;
         }
@@ -1278,9 +1281,7 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
     g_ctl_fd = ctl_fd;
     remember_paths();
 
-    sample_clock(&cp);
-    if (cp.cupti_ns == 0)
-        return fail(-5, "cuptiGetTimestamp gave no time (is there a GPU and a CUDA driver?)");
+    sample_clock(&cp); /* a zero CUPTI time here is re-checked once activity is on */
     encode_hello(&r, (uint16_t)((flags & CGOBS_START_NO_API) ? HELLO_NO_API : 0), version, &cp);
     emit_one(&g_ch, &r);
     free(r.p);
@@ -1301,6 +1302,10 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
         }
     }
     subscribe();
+    sample_clock(&cp);
+    if (cp.cupti_ns == 0)
+        emit_note(&g_ch, 2, "cuptiGetTimestamp returns 0: GPU times cannot be mapped to the "
+                  "host clock");
     if ((rc = start_flusher()) != 0) {
         undo_cupti(nkinds);
         return fail(-6, "could not start the flusher thread: %s", strerror(rc));
