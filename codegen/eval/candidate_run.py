@@ -139,6 +139,7 @@ class CandidateRun:
         f.ghost_k = next((c.k for c in self.plan if c.role == "ghost"), None)
         f.first_main_k = next((c.k for c in self.plan if c.shape == 0), 0)
         self.slot_of: dict[int, int] = {}
+        self.t_bye: int | None = None
 
     # -- the worker's messages -----------------------------------------------------------
     def _await(self, want: str, *, limit: float) -> tuple[dict[str, Any], int]:
@@ -216,28 +217,28 @@ class CandidateRun:
             self.w.proc.send_line({"op": "init"})
             self._await("inited", limit=o.run_timeout_s)
             for c in self.plan:
-                if c.k == self.n_verify:
+                if c.k == self.n_verify and self.verify:
                     self._flush_observer()
                     if self._early_verdict():
                         break
+                if c.k == self.n_verify:
                     f.benchmarked = True
                     self.st.enter("benchmark", time.monotonic())
                 self._call(c)
                 if f.trial_results and not f.trial_results[-1][1].get("passed") or f.handoff_failure:
                     break
+            # Read the observer while the worker is alive and idle (its calls synchronised):
+            # a stream that ends, or a flush that runs into unfinished work, is a failure.
+            self._flush_observer()
             self.w.proc.send_line({"op": "end"})
             self._await("compile_info", limit=o.run_timeout_s)
-            self._await("bye", limit=30)
+            _, self.t_bye = self._await("bye", limit=30)
             f.finished = True
         except _Stop:
             pass
         finally:
             self.st.enter("end", time.monotonic())
         t0 = time.monotonic()
-        try:
-            self._flush_observer()
-        except InfrastructureError:
-            raise
         for c in self.plan:
             if c.keep and c.k in self.slot_of and not f.timeout_phase and not f.error:
                 r = ref.call({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
@@ -324,6 +325,7 @@ class CandidateRun:
             f.activity = self.activity()
         if self.w.audit is not None:
             f.audit = list(self.w.audit.lines)
-            f.audit_closed_early = (self.w.audit.closed_at is not None and f.finished
-                                    and self.w.proc.alive())
+            closed = self.w.audit.closed_at
+            f.audit_closed_early = (closed is not None and self.t_bye is not None
+                                    and closed < self.t_bye)
         return f

@@ -47,7 +47,7 @@ def convert(records: Iterable[Any], clock: ClockMap) -> tuple[list[Op], list[Mod
             ops.append(Op("memset", "memset", t(r.start), t(r.end), r.stream_id,
                           r.correlation_id, r.bytes))
         elif isinstance(r, ModuleRec):
-            modules.append(Module(r.origin, tuple(r.kernel_names), r.sha256))
+            modules.append(Module(r.origin, tuple(r.kernel_names), r.sha256.hex()))
         elif isinstance(r, FlushedRec):
             dropped = max(dropped, int(r.dropped_total))
     return ops, modules, dropped

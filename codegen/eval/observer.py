@@ -124,6 +124,23 @@ class ObserverChannel:
                                         daemon=True)
         self._thread.start()
 
+    def attach_here(self, *, lib: Path, cupti: Path) -> None:
+        """Attach the observer to *this* process and read it here (trusted processes only:
+        the reference worker times the baselines with it). Call instead of
+        :meth:`after_spawn`; the child ends then belong to the native observer."""
+        if self._spawned:
+            raise RuntimeError("the channel is already in use")
+        self._spawned = True
+        try:
+            os.write(self._key_w, self._key)
+        finally:
+            os.close(self._key_w)
+        attach(lib=lib, cupti=cupti, key_fd=self._key_r, out_fd=self._out_w, ctl_fd=self._ctl_r)
+        os.set_blocking(self._ctl_w, False)
+        self._thread = threading.Thread(target=self._read_loop, name="observer-reader",
+                                        daemon=True)
+        self._thread.start()
+
     @property
     def dead(self) -> str | None:
         """Why the channel stopped, or ``None`` while it works."""

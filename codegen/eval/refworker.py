@@ -406,11 +406,14 @@ class Reference:
                 "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rmse": c.rmse,
                 "ref_rmse": c.ref_rmse}
 
-    def release(self) -> dict[str, Any]:
-        """Forget one candidate: its mapped outputs and kept copies."""
+    def release(self, observer: Any = None) -> dict[str, Any]:
+        """Forget one candidate: its mapped outputs and kept copies (and the records this
+        process's own observer collected meanwhile: only baselines read them)."""
         self.slots.clear()
         if self.ipc is not None:
             self.ipc.close_all()
+        if observer is not None:
+            observer.drain()
         _release_cached_memory(0)
         import torch
 
@@ -569,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
                 send("reply", id=rid, **ref.compare_kept(slot=req["slot"], shape=req["shape"],
                                                          seed=req["seed"], dist=req["dist"]))
             elif op == "release":
-                send("reply", id=rid, **ref.release())
+                send("reply", id=rid, **ref.release(observer))
             elif op == "baselines":
                 send("reply", id=rid, **ref.baselines(
                     warmup=req["warmup"], runs=req["runs"], flush_bytes=req["flush_bytes"],

@@ -84,7 +84,6 @@ class _GpuJob:
         self.shapes = job["shapes"]
         self.models: dict[int, Any] = {}
         self.inputs: dict[int, list[Any]] = {}
-        self._export_cache: dict[int, tuple[bytes, int]] = {}
         self.states: dict[int, Any] = {}
 
     def map_inputs(self) -> None:
@@ -167,7 +166,7 @@ class _GpuJob:
         if not o.is_contiguous():
             return {"error": "output is not contiguous", "verdict": "wrong"}
         try:
-            return describe(self.ipc, o, self._export_cache)
+            return describe(self.ipc, o)
         except Exception as e:  # noqa: BLE001 - e.g. a view of a mapped input
             return {"error": f"output cannot be handed over ({e}); does it alias an input?",
                     "verdict": "aliased_output"}

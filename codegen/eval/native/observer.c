@@ -1241,6 +1241,18 @@ static void subscribe(void) {
 
 CGOBS_API const char *cgobs_last_error(void) { return g_err; }
 
+/* CUPTI time = CLOCK_MONOTONIC when the library lets us say so (CUPTI 12+): GPU times then
+ * need no mapping onto the parent's clock and cannot drift from it (NTP slews REALTIME).
+ * The clock pairs keep being sent: the parent's map then finds a zero offset. */
+static uint64_t CUPTIAPI mono_clock_cb(void) { return mono_ns(); }
+
+static void register_mono_clock(void *cupti) {
+    typedef CUptiResult (*reg_t)(uint64_t (CUPTIAPI *)(void));
+    reg_t reg = (reg_t)dlsym(cupti, "cuptiActivityRegisterTimestampCallback");
+    if (!reg || reg(mono_clock_cb) != CUPTI_SUCCESS)
+        emit_note(&g_ch, 1, "CUPTI keeps its own clock: GPU times are mapped through clock pairs");
+}
+
 CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_path,
                           unsigned flags) {
     void *h;
@@ -1288,6 +1300,7 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
     if (!version) emit_note(&g_ch, 1, "cuptiGetVersion reported 0; layouts assumed to be %u's",
                             (unsigned)CUPTI_API_VERSION);
 
+    register_mono_clock(h);
     st = p_cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed);
     if (st != CUPTI_SUCCESS)
         return fail(-5, "cuptiActivityRegisterCallbacks failed: %s (is there a GPU and a CUDA "
@@ -1711,3 +1724,89 @@ CGOBS_API int cgobs_lockdown(unsigned flags) {
 }
 
 #endif
+
+/* ======================================================================================= */
+/* CUDA IPC for the evaluator's data path                                                   */
+/*
+ * The reference worker writes each call's inputs into device buffers that the candidate
+ * worker maps, and maps the candidate's outputs to read them in place (no host copies).
+ * These three functions wrap the driver API found in the libcuda already loaded by torch,
+ * so no Python code needs to read a handle's bytes through ctypes pointers (which the
+ * candidate worker's sandbox denies).
+ *
+ *   cgobs_ipc_export(dptr, handle[64], &base, &size): the IPC handle of the allocation
+ *       holding device address dptr, with that allocation's base and size;
+ *   cgobs_ipc_open(handle[64], &base, &size): map another process's allocation;
+ *   cgobs_ipc_close(base): unmap it.
+ */
+
+typedef int (*cu_range_t)(unsigned long long *, size_t *, unsigned long long);
+typedef int (*cu_get_t)(void *, unsigned long long);
+typedef int (*cu_open_t)(unsigned long long *, CUipcMemHandle, unsigned int);
+typedef int (*cu_close_t)(unsigned long long);
+
+static struct {
+    int loaded;
+    cu_range_t range;
+    cu_get_t get;
+    cu_open_t open;
+    cu_close_t close;
+} g_ipc;
+
+static int ipc_load(void) {
+    void *h;
+    if (g_ipc.loaded) return 0;
+    h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) return fail(-3, "libcuda.so.1 is not loaded: %s", dlerror());
+    g_ipc.range = (cu_range_t)dlsym(h, "cuMemGetAddressRange_v2");
+    g_ipc.get = (cu_get_t)dlsym(h, "cuIpcGetMemHandle");
+    g_ipc.open = (cu_open_t)dlsym(h, "cuIpcOpenMemHandle_v2");
+    g_ipc.close = (cu_close_t)dlsym(h, "cuIpcCloseMemHandle");
+    if (!g_ipc.range || !g_ipc.get || !g_ipc.open || !g_ipc.close)
+        return fail(-3, "libcuda.so.1 lacks the IPC entry points");
+    g_ipc.loaded = 1;
+    return 0;
+}
+
+CGOBS_API int cgobs_ipc_export(unsigned long long dptr, unsigned char handle[64],
+                               unsigned long long *base, unsigned long long *size) {
+    CUipcMemHandle h;
+    size_t sz = 0;
+    int rc;
+    if ((rc = ipc_load())) return rc;
+    if ((rc = g_ipc.range(base, &sz, dptr)) != 0)
+        return fail(-7, "cuMemGetAddressRange(0x%llx) failed: error %d", dptr, rc);
+    *size = sz;
+    if ((rc = g_ipc.get(&h, *base)) != 0)
+        return fail(-7, "cuIpcGetMemHandle failed: error %d (memory that is not a plain "
+                    "device allocation of this process cannot be exported)", rc);
+    memcpy(handle, &h, 64);
+    return 0;
+}
+
+CGOBS_API int cgobs_ipc_open(const unsigned char handle[64], unsigned long long *base,
+                             unsigned long long *size) {
+    CUipcMemHandle h;
+    unsigned long long b = 0, rb = 0;
+    size_t sz = 0;
+    int rc;
+    if ((rc = ipc_load())) return rc;
+    memcpy(&h, handle, 64);
+    if ((rc = g_ipc.open(&b, h, 1 /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */)) != 0)
+        return fail(-7, "cuIpcOpenMemHandle failed: error %d", rc);
+    if ((rc = g_ipc.range(&rb, &sz, b)) != 0) {
+        g_ipc.close(b);
+        return fail(-7, "cuMemGetAddressRange on a mapped handle failed: error %d", rc);
+    }
+    *base = rb;
+    *size = sz;
+    return 0;
+}
+
+CGOBS_API int cgobs_ipc_close(unsigned long long base) {
+    int rc;
+    if ((rc = ipc_load())) return rc;
+    rc = g_ipc.close(base);
+    return rc ? fail(-7, "cuIpcCloseMemHandle failed: error %d", rc) : 0;
+}
