@@ -21,8 +21,11 @@ its closure), so monkeypatching ``os`` or ``posixpath`` afterwards changes nothi
 
 from __future__ import annotations
 
+import builtins
 import os
+import pathlib
 import sys
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,7 +40,7 @@ BANNED_IMPORTS = (
 )
 #: Audit events denied outright once the candidate is being imported.
 DENIED_EVENTS = frozenset({
-    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.string_at",
+    "ctypes.string_at",
     "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.PyObj_FromPtr",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty", "os.killpg",
@@ -47,6 +50,9 @@ DENIED_EVENTS = frozenset({
     "os.symlink", "os.link", "sys.remote_exec", "cpython.remote_debugger_script",
     "mmap.__new__", "marshal.load",
 })
+#: Libraries torch and the DSL load lazily through ctypes (NVML for device queries, the
+#: driver, NVRTC/nvJitLink); any other ``ctypes`` load in a candidate worker is denied.
+DLOPEN_ALLOWED = ("libnvidia-ml.so", "libcuda.so", "libnvrtc", "libnvJitLink", "libcudart")
 #: /proc entries of a process that would give away its memory or environment.
 _PROC_SECRETS = frozenset({"mem", "maps", "smaps", "smaps_rollup", "pagemap", "environ",
                            "fd", "fdinfo", "map_files", "root", "cwd", "exe", "task",
@@ -116,30 +122,59 @@ _PROCESS_MODULES = ("subprocess", "_posixsubprocess", "multiprocessing")
 def install_audit_hook(*, audit_fd: int, scratch: str, read_denied: Iterable[str],
                        allow_subprocess: bool = False) -> None:
     """Install the audit hook (once per process; it cannot be removed). It starts denying
-    when this is called: call it right before importing the candidate."""
+    when this is called: call it right before importing the candidate.
+
+    The hook and every function it calls run with a private copy of this module's globals
+    and of the builtins, made here: a candidate that later replaces ``sandbox.open_denial``,
+    ``os.getcwd`` or ``builtins.any`` changes nothing the hook uses.
+    """
+    private = dict(globals())
+    private["__builtins__"] = dict(vars(builtins))
+    for name in ("normalise", "_under", "open_denial", "import_denial", "_exact_path"):
+        fn = globals()[name]
+        private[name] = types.FunctionType(fn.__code__, private, fn.__name__, fn.__defaults__)
+    factory = types.FunctionType(_make_hook.__code__, private, "_make_hook")
+    hook = factory(audit_fd, scratch, tuple(read_denied), allow_subprocess, os.write, os.getcwd,
+                   sys.modules, os.getpid())
+    sys.addaudithook(hook)
+
+
+def _exact_path(path: Any) -> str | None:
+    """The path an ``open`` event names, read without running candidate code: exact
+    ``str``/``bytes`` and the standard library's own path classes only."""
+    t = type(path)
+    if t is str:
+        return path
+    if t is bytes:
+        return bytes.decode(path, "utf-8", "replace")
+    if t in (pathlib.PosixPath, pathlib.PurePosixPath):
+        return str.__str__(os.fspath(path))
+    return None
+
+
+def _make_hook(audit_fd: int, scratch: str, read_denied: tuple[str, ...], allow_subprocess: bool,
+               write: Any, getcwd: Any, modules: Any, me: int) -> Any:
+    """Build the hook (run with the private globals made by :func:`install_audit_hook`)."""
     write_roots = (normalise(scratch, "/"),)
     denied_reads = tuple(normalise(r, "/") for r in read_denied)
     events = DENIED_EVENTS - _PROCESS_EVENTS if allow_subprocess else DENIED_EVENTS
     exempt = _PROCESS_MODULES if allow_subprocess else ()
-    write = os.write
-    getcwd = os.getcwd
-    modules = sys.modules
-    me = os.getpid()
-    encode = str.encode
+    dlopen_ok = DLOPEN_ALLOWED
     in_hook = [False]
 
     def already(name: str) -> bool:
         return name in modules or name.split(".")[0] in exempt
 
+    def shown(x: Any) -> str:
+        # never repr() a candidate's object inside the hook: its __repr__ would run here
+        return repr(x) if type(x) in (int, str, bytes, float, bool) else type(x).__name__
+
     def report(reason: str) -> None:
         try:
-            write(audit_fd, encode(reason.replace("\n", " ")[:500] + "\n", "utf-8", "replace"))
+            write(audit_fd, str.encode(reason.replace("\n", " ")[:500] + "\n", "utf-8",
+                                       "replace"))
         except OSError:
             pass  # a closed pipe is itself reported: the parent sees it end early
-
-    def deny(reason: str) -> None:
-        report(reason)
-        raise PermissionError(f"cutegen sandbox: {reason} is not allowed in a candidate")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if in_hook[0]:
@@ -148,25 +183,32 @@ def install_audit_hook(*, audit_fd: int, scratch: str, read_denied: Iterable[str
         try:
             reason = ""
             if event in events:
-                reason = f"{event} {args[0]!r}"[:200] if args else event
+                reason = f"{event} {shown(args[0])}"[:200] if args else event
+            elif event == "ctypes.dlopen" and args:
+                name = args[0]
+                if not (type(name) is str and "/" not in name
+                        and any(a in name for a in dlopen_ok)):
+                    reason = f"ctypes.dlopen {shown(name)}"[:200]
             elif event == "open" and args:
-                path = args[0]
-                if isinstance(path, bytes):
-                    path = path.decode("utf-8", "replace")
-                if isinstance(path, str):
-                    reason = open_denial(path, args[1] if len(args) > 1 else None,
-                                         args[2] if len(args) > 2 else None, cwd=getcwd(),
-                                         write_roots=write_roots, read_denied=denied_reads)
-            elif event == "import" and args and isinstance(args[0], str):
+                if type(args[0]) is not int:
+                    path = _exact_path(args[0])
+                    if path is None:
+                        reason = f"opening a {type(args[0]).__name__} path"
+                    else:
+                        reason = open_denial(path, args[1] if len(args) > 1 else None,
+                                             args[2] if len(args) > 2 else None, cwd=getcwd(),
+                                             write_roots=write_roots, read_denied=denied_reads)
+            elif event == "import" and args and type(args[0]) is str:
                 reason = import_denial(args[0], already)
             elif event == "os.kill" and args and args[0] != me:
-                reason = f"signalling process {args[0]}"
+                reason = f"signalling process {shown(args[0])}"
         finally:
             in_hook[0] = False
         if reason:
-            deny(reason)
+            report(reason)
+            raise PermissionError(f"cutegen sandbox: {reason} is not allowed in a candidate")
 
-    sys.addaudithook(hook)
+    return hook
 
 
 def enter(*, native_lib: str | None, audit_fd: int, scratch: str,

@@ -80,9 +80,20 @@ attempt("import_cupy", lambda: __import__("cupy"))
 attempt("import_cpp_extension", lambda: __import__("torch.utils.cpp_extension"))
 # monkeypatching what a naive hook would call changes nothing
 os.getcwd = lambda: "/"
-import posixpath
+import builtins, posixpath
+import cutegen.codegen.eval.sandbox as sb
 posixpath.normpath = lambda p: "/tmp/w/ok"
+sb.open_denial = lambda *a, **k: ""
+sb.normalise = lambda p, c: "/tmp/w/ok"
+builtins.any = lambda *a: False
 attempt("write_outside_after_patch", lambda: open("/tmp/cutegen-sandbox-escape2.txt", "w"))
+class Sneaky(str):
+    def startswith(self, *a):
+        return True
+attempt("str_subclass_path", lambda: open(Sneaky("/proc/self/mem"), "rb"))
+import pathlib
+attempt("pathlib_proc_mem", lambda: open(pathlib.Path("/proc/self/mem"), "rb"))
+attempt("dlopen_nvml_allowed", lambda: ctypes.CDLL("libnvidia-ml.so.1"))
 print(json.dumps(results))
 '''
 
@@ -102,6 +113,10 @@ def test_the_hook_denies_reports_and_cannot_be_patched_away(tmp_path):
     results, audit = _run_child(tmp_path)
     allowed = {"write_scratch", "kill_self"}
     for name, outcome in results.items():
+        if name == "dlopen_nvml_allowed":  # not denied by the hook (absent here: an OSError)
+            assert outcome == "allowed" or outcome.startswith("error"), outcome
+            allowed.add(name)
+            continue
         want = "allowed" if name in allowed else "denied"
         assert outcome == want, (name, outcome)
     assert not os.path.exists("/tmp/cutegen-sandbox-escape.txt")

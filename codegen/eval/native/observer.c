@@ -1293,6 +1293,7 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
     g_ctl_fd = ctl_fd;
     remember_paths();
 
+    register_mono_clock(h); /* before the first clock pair: every pair then uses one clock */
     sample_clock(&cp); /* a zero CUPTI time here is re-checked once activity is on */
     encode_hello(&r, (uint16_t)((flags & CGOBS_START_NO_API) ? HELLO_NO_API : 0), version, &cp);
     emit_one(&g_ch, &r);
@@ -1300,7 +1301,6 @@ CGOBS_API int cgobs_start(int key_fd, int out_fd, int ctl_fd, const char *cupti_
     if (!version) emit_note(&g_ch, 1, "cuptiGetVersion reported 0; layouts assumed to be %u's",
                             (unsigned)CUPTI_API_VERSION);
 
-    register_mono_clock(h);
     st = p_cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed);
     if (st != CUPTI_SUCCESS)
         return fail(-5, "cuptiActivityRegisterCallbacks failed: %s (is there a GPU and a CUDA "
