@@ -43,6 +43,8 @@ class EvalOptions:
             GPU work whatever its value (it cannot be turned off).
         ghost_check: one timed call runs with the candidate's CuTe launches disabled and its
             output must then be wrong (RELIABILITY.md C5).
+        spare_workers: candidate workers kept starting ahead of need on a GPU (each takes
+            about 8 s to import torch and the DSL and attach the observer on the H200).
         log_cap_bytes: how much of a worker's stdout/stderr tail is kept.
         host_mem_limit_mb: a worker whose resident memory grows past this is killed.
         gpu: device index given to the workers (``CUDA_VISIBLE_DEVICES``), None = inherit.
@@ -68,6 +70,7 @@ class EvalOptions:
     keep_sass: bool = True
     static_checks: bool = True
     ghost_check: bool = True
+    spare_workers: int = 2
 
     def __post_init__(self) -> None:
         if self.bench_runs < 30 and not self.compile_only:

@@ -116,7 +116,7 @@ class LocalEvaluator:
         self.ref = ReferenceChannel(task_path=task.path, task_name=task.name, mode=self.mode,
                                     scratch=self.scratch / "ref", env=lambda t: self._env(t, None),
                                     log_cap=options.log_cap_bytes, native_lib=None, cupti=None)
-        self._spare: CandidateWorker | None = None
+        self._spares: list[CandidateWorker] = []
         self._spare_lock = threading.Lock()
         self._active: CandidateWorker | None = None
         self._baselines: dict[str, Any] | None = None
@@ -247,19 +247,27 @@ class LocalEvaluator:
         return CandidateWorker(proc, wdir, observer, AuditReader(audit_r))
 
     def _take_worker(self) -> CandidateWorker:
+        w = None
         with self._spare_lock:
-            w, self._spare = self._spare, None
-        if w is None or not w.proc.alive():
-            if w is not None:
-                w.kill()
+            while self._spares and w is None:
+                w = self._spares.pop(0)
+                if not w.proc.alive():
+                    w.kill()
+                    w = None
+        if w is None:
             w = self._start_worker()
         self._active = w
         return w
 
     def _warm_spare(self) -> None:
+        """Keep ``options.spare_workers`` workers starting (a worker takes seconds to import
+        torch and the DSL and attach the observer; an evaluation of a small kernel less)."""
+        want = max(1, int(getattr(self.options, "spare_workers", 1)))
+        if self.mode == "compile":
+            want = 1  # host memory: each worker holds torch and the DSL
         with self._spare_lock:
-            if self._spare is None:
-                self._spare = self._start_worker()
+            while len(self._spares) < want:
+                self._spares.append(self._start_worker())
 
     def _wait_ready(self, w: CandidateWorker) -> None:
         deadline = time.monotonic() + self.options.run_timeout_s + 180
@@ -293,9 +301,9 @@ class LocalEvaluator:
     def close(self) -> None:
         """Stop every worker and remove the scratch folder."""
         with self._spare_lock:
-            if self._spare is not None:
-                self._spare.kill()
-                self._spare = None
+            for w in self._spares:
+                w.kill()
+            self._spares.clear()
         self.ref.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -549,7 +557,7 @@ class LocalEvaluator:
     def _sharers(self, w: CandidateWorker) -> set[int] | None:
         """Foreign processes on the timed GPU right after the benchmark (see foreign_pids)."""
         own = {os.getpid()}
-        for c in (self.ref.proc, self._spare.proc if self._spare else None):
+        for c in (self.ref.proc, *(s.proc for s in self._spares)):
             if c is not None:
                 own |= marked_pids(c.token) | {c.proc.pid}
         return foreign_pids(_device_pids(), marked_pids(w.proc.token) | {w.proc.proc.pid}, own)
