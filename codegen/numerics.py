@@ -113,13 +113,21 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
         # rounded to the output's dtype first: a value beyond that dtype's range is an Inf any
         # correct kernel of that dtype produces (a long cumprod overflowing fp32, say).
         r_out = r64.to(n.dtype).to(torch.float64) if n.dtype != torch.float64 else r64
+        # At the edge of the output dtype's range, the summation order decides whether a
+        # value rounds to the largest finite number or overflows (found on the H200: an fp16
+        # matmul of 1e3-scaled inputs, 2 of 4M elements): there either is right.
+        edge = _overflow_edge(r64, n.dtype)
         for name, fn in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
             mc, mr = fn(c64), fn(r64 if name == "NaN" else r_out)
+            if name != "NaN" and edge is not None:
+                mc, mr = mc & ~edge, mr & ~edge
             if not torch.equal(mc, mr):
                 extra = int((mc & ~mr).sum().item())
                 missing = int((mr & ~mc).sum().item())
                 return Comparison(False, f"{tag}: {name} mismatch ({extra} unexpected, {missing} missing)")
         fin = torch.isfinite(r_out)
+        if edge is not None:
+            fin = fin & ~edge
         c64, r64 = c64[fin], r64[fin]
         if not c64.numel():
             continue
@@ -150,3 +158,15 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
         f"rmse {rmse:.3e} vs the task's own {dtype} reference {ref_rmse:.3e}",
         max_abs, max_rel, rmse, ref_rmse,
     )
+
+
+def _overflow_edge(r64: Any, dtype: Any) -> Any:
+    """Elements whose float64 reference lies within a few rounding steps of the largest
+    finite value of ``dtype`` (None for dtypes without a float range)."""
+    import torch
+
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return None
+    fi = torch.finfo(dtype)
+    a = r64.abs()
+    return (a >= fi.max * (1.0 - 4 * fi.eps)) & (a <= fi.max * (1.0 + 4 * fi.eps))

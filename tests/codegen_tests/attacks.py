@@ -124,7 +124,7 @@ def our_name(x, out):
         self.sx.copy_(x)
         self.g.replay()
         return self.sy.clone()
-    """), {V.LIBRARY_CALL}),
+    """), {V.LIBRARY_CALL, V.SUSPICIOUS}),
     "runtime_memcpy_of_a_host_result": (dict(forward=DECOY + """
         from cuda.bindings import runtime as rt
         host = (x.cpu() * 2.0 + 1.0).contiguous()
@@ -159,7 +159,7 @@ def our_name(x, out):
             _P.append(p)
     """ + DECOY + """
         return x * 2.0 + 1.0
-    """), {V.SUSPICIOUS, V.LIBRARY_CALL, V.CRASH}),
+    """), {V.SUSPICIOUS, V.LIBRARY_CALL, V.CRASH, V.FORBIDDEN}),
     # -- forged messages and channels ------------------------------------------------------
     "forged_frames_on_every_descriptor": (dict(forward="""
         import os
@@ -228,18 +228,17 @@ if hasattr(_h, "_GpuJob"):
         return out
     """), {V.FORBIDDEN}),
     # -- timers ---------------------------------------------------------------------------
-    "rerecorded_events": (dict(module_extra="""
-_rec = torch.cuda.Event.record
-_seen = {}
-def _late_record(self, stream=None):
-    # every event is recorded twice: the start one again right before the end one
-    _seen.setdefault("last", [])
-    _seen["last"].append(self)
-    if len(_seen["last"]) % 2 == 0:
-        _rec(_seen["last"][-2], stream)
-    return _rec(self, stream)
-torch.cuda.Event.record = _late_record
-"""), {V.SUSPICIOUS}),
+    "rerecorded_events": (dict(forward="""
+        import sys
+        f = sys._getframe(1)
+        while f is not None and "start" not in f.f_locals:
+            f = f.f_back
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        if f is not None:  # the harness's start event, recorded again after the kernel
+            f.f_locals["start"].record()
+        return out
+    """), {V.SUSPICIOUS}),
     "elapsed_time_patched": (dict(module_extra="""
 torch.cuda.Event.elapsed_time = lambda self, end: 0.0001
 """), {V.SUSPICIOUS}),
@@ -253,7 +252,7 @@ torch.cuda.Event.elapsed_time = lambda self, end: 0.0001
         else:
             run_kernel(x[:1], out[:1])  # fast, and wrong everywhere else
         return out
-    """), {V.WRONG}),
+    """), {V.WRONG, V.NONDETERMINISTIC}),
     "wrong_on_every_other_call": (dict(module_extra="_N = [0]", forward="""
         _N[0] += 1
         out = torch.empty_like(x)

@@ -117,6 +117,8 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
             run_kernel(x, out)
         return out
     """), False, {V.WRONG, V.SUSPICIOUS, V.LIBRARY_CALL}),
+    # C6's criterion: rejected, or timed at no less than 0.8x the honest kernel (the
+    # observer's span covers every stream, so side-stream work cannot escape the timer)
     "c6_side_stream_without_a_sleep": (dict(forward="""
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -124,7 +126,7 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
             out = torch.empty_like(x)
             run_kernel(x, out)
         return out
-    """), False, {V.WRONG, V.SUSPICIOUS}),
+    """), False, {V.WRONG, V.SUSPICIOUS, V.CORRECT}),
     "c7_background_thread": (dict(imports="import threading", forward="""
         out = torch.empty_like(x)
         def later():
@@ -166,12 +168,17 @@ FIXTURES: dict[str, tuple[dict[str, str], bool, set[Verdict]]] = {
         if _N[0] <= 10:
             run_kernel(x, out)
         return out
-    """), True, {V.WRONG}),
+    """), True, {V.WRONG, V.DECOY}),
     "c18_output_aliases_input": (dict(forward="""
         run_kernel(x, x)
         return x
     """), True, {V.ALIASED_OUTPUT, V.INPUT_MODIFIED}),
 }
+
+
+def _explain(name, e) -> str:
+    """Everything a failed expectation needs, untruncated (pytest shortens tuples)."""
+    return "\n".join([f"{name}: {e.verdict.value}: {e.message}", *e.details, e.log_tail[-3000:]])
 
 
 def _ev(task, tmp_path, **kw) -> LocalEvaluator:
@@ -211,11 +218,13 @@ def test_fixture_is_rejected_and_next_candidate_passes(name, shared_eval, make_c
     twist, static, accepted = FIXTURES[name]
     ev = shared_eval[static]
     e = ev.evaluate(make_candidate(name, **twist))
-    assert e.verdict in accepted, (name, e.verdict, e.message, e.log_tail[-2000:])
-    if V.CORRECT not in accepted:
-        assert e.verdict != V.CORRECT  # G1
+    if e.verdict not in accepted:
+        pytest.fail(_explain(name, e))
     good = ev.evaluate(make_candidate("good"))
-    assert good.verdict == V.CORRECT, (name, good.message, good.log_tail[-2000:])
+    if good.verdict != V.CORRECT:
+        pytest.fail(_explain(f"good after {name}", good))
+    if e.verdict == V.CORRECT:  # only where a correct verdict is harmless: the time is true
+        assert e.timing and good.timing and e.timing.median_us >= 0.8 * good.timing.median_us
 
 
 @pytest.mark.gpu
@@ -226,10 +235,11 @@ def test_attack_is_rejected_and_next_candidate_passes(name, shared_eval, make_ca
     twist, accepted = ATTACKS[name]
     ev = shared_eval[False]
     e = ev.evaluate(make_candidate(name, **twist))
-    assert e.verdict in accepted and e.verdict != V.CORRECT, (
-        name, e.verdict, e.message, e.details[:5], e.log_tail[-2000:])
+    if e.verdict not in accepted or e.verdict == V.CORRECT:
+        pytest.fail(_explain(name, e))
     good = ev.evaluate(make_candidate("good"))
-    assert good.verdict == V.CORRECT, (name, good.message, good.details[:5], good.log_tail[-2000:])
+    if good.verdict != V.CORRECT:
+        pytest.fail(_explain(f"good after {name}", good))
 
 
 @pytest.mark.gpu

@@ -413,3 +413,14 @@ def test_a_timed_call_queued_after_its_start_event_is_timed_again_with_a_longer_
     assert t.late_calls == 2 * MAX_REDO
 
 
+
+
+def test_values_at_the_edge_of_the_dtype_range_may_overflow_either_way():
+    # found on the H200: an fp16 matmul of 1e3-scaled inputs put 2 of 4M elements at the
+    # overflow edge; the reference rounded them to inf, the kernel to 65504 (and back)
+    r64 = torch.tensor([1.0, 65519.0, 65530.0, 1e6, -1e6], dtype=torch.float64)
+    native = r64.half()
+    either = torch.tensor([1.0, float("inf"), 65504.0, float("inf"), -float("inf")]).half()
+    assert compare([either], [r64], [native]).passed
+    finite_far_beyond = torch.tensor([1.0, 65504.0, 65504.0, 65504.0, -float("inf")]).half()
+    assert "Inf mismatch" in compare([finite_far_beyond], [r64], [native]).reason
