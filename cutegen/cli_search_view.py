@@ -174,7 +174,7 @@ def node_detail(storage: Any, node: Any) -> dict[str, Any]:
             "guidance": [g for p in profiles for g in p.guidance],
             "profiles": [{"profiler": p.profiler, "status": p.status,
                           "seconds": round(p.seconds, 2), "artifact": p.artifact_path,
-                          "findings": [dict(f) for f in p.findings],
+                          "findings": [f.to_dict() for f in p.findings],
                           "guidance": list(p.guidance)} for p in profiles],
             "lessons": lessons, "source": storage.get_source(node.id)}
 

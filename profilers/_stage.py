@@ -215,7 +215,8 @@ def hints(reports: Sequence[ProfileReport]) -> dict[str, FindingValue]:
     The first report that sets a key wins. Keys the built-ins set (value in brackets):
     ``hint.vector_width`` (target bits of global accesses), ``hint.spills`` (local loads +
     stores), ``hint.tensor_cores`` (``"wgmma"``), ``hint.precision`` (what the MMAs compute
-    in, when undeclared), ``hint.occupancy`` (fraction), ``hint.coalescing`` (% of fetched
+    in, when undeclared), ``hint.occupancy`` (what limits it: "registers",
+    "shared_memory", "warps", "blocks" or "unknown"), ``hint.coalescing`` (% of fetched
     bytes used), ``hint.dram`` (% of DRAM peak), ``hint.stall`` (top stall reason),
     ``hint.tensor_pipe`` (% busy), ``hint.fuse_kernels`` (kernels per call),
     ``hint.launch_overhead`` (host us per call), ``hint.memcpy`` (copies per call).

@@ -234,7 +234,8 @@ def _resource_findings(
             Finding("sass.occupancy_limiter", occ.limiter),
         ]
         if occ.fraction < LOW_OCCUPANCY and occ.limiter in ("registers", "shared_memory"):
-            tips.append(Finding("hint.occupancy", round(occ.fraction, 4),
+            # the value is what limits it (the fraction is sass.occupancy)
+            tips.append(Finding("hint.occupancy", occ.limiter,
                                 f"occupancy {occ.fraction:.0%} limited by {occ.limiter.replace('_', ' ')}"
                                 f" ({regs} regs x {main.threads_per_block} threads): fewer registers"
                                 " or smaller tiles hide latency better"))

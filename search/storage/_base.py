@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
@@ -71,6 +71,14 @@ def check_run_name(name: str) -> None:
         raise ConfigError(
             f"invalid run name {name!r}: use letters, digits and . _ + - (at most 128), "
             "starting with a letter or digit")
+
+
+@runtime_checkable
+class SweepsTemporaries(Protocol):
+    """A store that keeps blobs as files can remove the temporary files a killed writer
+    left behind (the search does it when it reopens a run)."""
+
+    def sweep_temporaries(self, run_id: int) -> int: ...
 
 
 class BaseStorage(abc.ABC):
