@@ -163,7 +163,8 @@ def run_spec(spec: Path) -> int:
     kwargs = data["kwargs"]
     result = Path(str(spec) + ".result")
     try:
-        llm = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs["llm"].items()}
+        llm: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                               for k, v in kwargs["llm"].items()}
         run = open_job_run(data["command"], kwargs, build_llm_config(**llm))
         search_with_progress(run, kwargs["db"])
     except CuteGenError as e:

@@ -240,12 +240,15 @@ def _profilers(settings: RunSettings) -> dict[str, Any]:
 def make_profile_hook(settings: RunSettings, evaluator: Evaluator, storage: BaseStorage,
                       run_dir: Path) -> ProfileHook | None:
     """The delayed-profiling hook of a run (None when profiling is off)."""
-    from cutegen.codegen.backend import SerializesProfiling
+    from cutegen.codegen.backend import ProfileTargets, SerializesProfiling
     from cutegen.search import profile_hook
 
     p = settings.profiling
     if p.mode == "off":
         return None
+    if not isinstance(evaluator, ProfileTargets):
+        raise ConfigError(f"{type(evaluator).__name__} cannot build profile targets; "
+                          "run with --profiling off")
     hook = profile_hook(evaluator=evaluator, storage=storage, profilers=_profilers(settings),
                         profile_depth=p.depth, mode=p.mode, run_dir=run_dir,
                         timeout_s=p.timeout_s, compile_only=settings.eval.compile_only)

@@ -355,8 +355,8 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     llm_config = build_llm_config(**llm)
     if rewriter == "builtin" and llm_config is not None:
         rewriter = "mixed"  # as `cutegen search`: a configured model makes mixed the default
-    base = RunSettings(seed=seed, rewriter=rewriter,  # type: ignore[arg-type]
-                       budget=Budget(max_evals=budget, max_gpu_s=None if max_gpu_minutes is None
+    base_settings = RunSettings(seed=seed, rewriter=rewriter,  # type: ignore[arg-type]
+                                budget=Budget(max_evals=budget, max_gpu_s=None if max_gpu_minutes is None
                                      else max_gpu_minutes * 60,
                                      max_usd=llm.get("max_dollars")),
                        eval=EvalOptions(compile_only=compile_only, arch=arch),
@@ -365,10 +365,10 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     def kwargs_for(entry: Any, name: str, past_s: float | None) -> tuple[str, dict[str, Any]]:
         """What a job child runs: the library call and its arguments (JSON)."""
         if past_s is not None:  # resumed: the run keeps its task, seed, rewriter and devices
-            return "resume", {"name": name, "db": db, "budget": base.budget.to_dict(),
+            return "resume", {"name": name, "db": db, "budget": base_settings.budget.to_dict(),
                               "llm": llm}
         kb = entry.kernelbench
-        settings = base.replace(seed_candidates=api.seed_candidates(entry.seed_candidates))
+        settings = base_settings.replace(seed_candidates=api.seed_candidates(entry.seed_candidates))
         return "search", {"task": None if kb else entry.task, "kernelbench": kb,
                           "name": name, "db": db, "settings": settings.to_dict(), "llm": llm}
 

@@ -123,7 +123,7 @@ def sass_summary(ev: Any, cand: Any, e: Any, run_dir: Path) -> list[str]:
                    f"{f['sass.ldg_min_bits'].value}-{f['sass.ldg_max_bits'].value} bit, stores "
                    f"{f['sass.stg_min_bits'].value}-{f['sass.stg_max_bits'].value} bit; HGMMA "
                    f"{f['sass.hgmma'].value}, HMMA {f['sass.hmma'].value}; local memory "
-                   f"{f['sass.local_loads'].value + f['sass.local_stores'].value} ops")
+                   f"{int(f['sass.local_loads'].value) + int(f['sass.local_stores'].value)} ops")
     out += [f"  {x.summary}" for x in rep.findings
             if x.key.startswith(("hint.", "resources.", "occupancy")) and x.summary]
     return out
@@ -190,7 +190,7 @@ def tasks_cmd(as_json: bool) -> None:
     """List the bundled tasks (KernelBench format, sized to fill an H200)."""
     from cutegen.codegen.tasks import bundled_dir, bundled_task_names
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in bundled_task_names():
         src = (bundled_dir() / f"{name}.py").read_text()
         tree = ast.parse(src)

@@ -141,7 +141,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
         seed=seed, rewriter=rewriter,  # type: ignore[arg-type]  # click.Choice checked it
         budget=budget_from_options(max_evals, max_minutes, max_gpu_minutes, max_dollars),
         eval=EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu,
-                         **({} if timeout is None else {"run_timeout_s": timeout})),
+                         **({} if timeout is None else {"run_timeout_s": timeout})),  # type: ignore[arg-type]
         profiling=ProfilingSettings(mode=profiling, depth=profile_depth,  # type: ignore[arg-type]
                                     timeout_s=profile_timeout, only=profilers,
                                     disabled=disable_profilers),

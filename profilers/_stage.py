@@ -14,7 +14,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cutegen.errors import ConfigError, PluginError
 from cutegen.profilers._base import (
@@ -62,7 +62,7 @@ def classify(
     n_kernels = len(evaluation.kernels)
     rl = evaluation.roofline
     frac = evaluation.roofline_fraction
-    common = {"roofline": rl.kind if rl else None, "fraction": frac, "time_us": t,
+    common: dict[str, Any] = {"roofline": rl.kind if rl else None, "fraction": frac, "time_us": t,
               "n_kernels": n_kernels}
     if t < short_kernel_us and (frac is None or frac < 0.5):
         return Bottleneck(

@@ -64,6 +64,7 @@ class SassProfiler:
             if tool is None:
                 notes.append("no SASS given and nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
             for cubin in cubins if tool is not None else ():
+                assert tool is not None
                 left = timeout_s - (time.monotonic() - t0)
                 run = run_tool([tool, "-c", str(cubin)], timeout_s=max(1.0, left),
                                env=target.child_env())

@@ -24,6 +24,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cutegen.codegen.evaluation import Timing, Verdict
 from cutegen.search.storage import BestDecision, StoredResult
@@ -115,7 +116,7 @@ def gate(*, old: Timing | None, new: Timing | None, params: GateParams) -> GateR
     u, p = mann_whitney_less(xs, ys)
     m_new, m_old = statistics.median(xs), statistics.median(ys)
     imp = 1.0 - m_new / m_old if m_old > 0 else 0.0
-    stats = dict(p_value=p, u_statistic=u, median_new_us=m_new, median_old_us=m_old,
+    stats: dict[str, Any] = dict(p_value=p, u_statistic=u, median_new_us=m_new, median_old_us=m_old,
                  improvement=imp, n_new=len(xs), n_old=len(ys))
     if p >= params.alpha:
         return GateResult(False, f"not significantly faster (one-sided Mann-Whitney p={p:.3g}"

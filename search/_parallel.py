@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import functools
 import logging
 import queue
 from collections.abc import Callable
@@ -108,8 +109,11 @@ class _Driver:
             nid = handle.node.id
             self.flight[nid] = _Flight(handle, fut)
             if not self.in_order:
-                fut.add_done_callback(lambda _f, nid=nid: self.arrived.put(nid))
+                fut.add_done_callback(functools.partial(self._arrived, nid))
         return None
+
+    def _arrived(self, nid: int, _future: object) -> None:
+        self.arrived.put(nid)
 
     def next_done(self) -> int:
         """The node whose result is told next (waits for it; a timeout keeps ^C working)."""

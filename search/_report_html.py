@@ -179,7 +179,8 @@ def _path(r: RunReport) -> str:
 def _findings(r: RunReport) -> str:
     """Guidance (``hint.*`` findings) in one table, then each node's and profiler's raw
     findings folded away: a profiled node carries dozens of metrics."""
-    hints, groups = [], {}
+    hints: list[tuple[int, str, str]] = []
+    groups: dict[tuple[int, str], list[tuple[str, str, str]]] = {}
     for s in r.path:
         for prof, kv, summ in s.findings:
             key, _, value = kv.partition(" = ")

@@ -340,7 +340,8 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
             node = self.get_node(node_id)
             check_transition(node, state, expected)
             now = self._clock()
-            sets, params = ["state = ?"], [state.label]
+            sets: list[str] = ["state = ?"]
+            params: list[Any] = [state.label]
             if state == NodeState.RUNNING:
                 sets += ["heartbeat_at = ?", "session_id = ?"]
                 params += [now, session_id]
@@ -364,7 +365,8 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
     @guard
     def get_nodes(self, run_id: int, *, states: Collection[NodeState] | None = None
                   ) -> list[FrozenNode]:
-        sql, params = "SELECT * FROM nodes WHERE run_id = ?", [run_id]
+        sql = "SELECT * FROM nodes WHERE run_id = ?"
+        params: list[Any] = [run_id]
         if states is not None:
             labels = [s.label for s in states]
             sql += f" AND state IN ({', '.join('?' * len(labels))})"
