@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -294,8 +295,67 @@ def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
         print_node(detail)
 
 
+@click.command("nodes")
+@click.argument("run_name")
+@db_option
+@click.option("--failed", is_flag=True, help="Only the nodes whose evaluation failed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
+    """The nodes of RUN: number (what `cutegen show` and `export` take), depth, move,
+    verdict, speedup and, for failures, the message."""
+    from cutegen.cli_search_view import strip_ansi
+    from cutegen.cli_table import print_table
+
+    with contextlib.closing(api.open_store(db, must_exist=True, readonly=True)) as storage:
+        run = storage.get_run(run_name)
+        rows: list[dict[str, Any]] = []
+        for n in storage.get_nodes(run.id):
+            ev = storage.get_evaluation(n.id)
+            if failed and (ev is None or ev.ok):
+                continue
+            rows.append({"node": n.id, "parent": n.parent_id, "depth": n.depth,
+                         "state": n.state.label, "move": n.move.description,
+                         "verdict": ev.verdict.value if ev else None,
+                         "speedup": ev.speedup_eager if ev else None,
+                         "message": strip_ansi(ev.message) if ev and not ev.ok else ""})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    print_table(["node", "depth", "verdict", "speedup", "move", "message"],
+                [[str(r["node"]), str(r["depth"]), r["verdict"] or r["state"],
+                  f"{r['speedup']:.2f}x" if r["speedup"] else "-", r["move"],
+                  r["message"].splitlines()[0][:200] if r["message"] else ""] for r in rows])
+
+
+@click.command("rm")
+@click.argument("run_names", nargs=-1, required=True, metavar="RUN...")
+@db_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+def rm_cmd(run_names: tuple[str, ...], db: str, yes: bool) -> None:
+    """Remove RUNs from the store, with their files (runs/<run>/). A run that a live
+    search holds is refused."""
+    from cutegen.search._session import pid_alive
+    from cutegen.errors import RunLockedError
+
+    with contextlib.closing(api.open_store(db, must_exist=True)) as storage:
+        runs = [storage.get_run(n) for n in run_names]
+        for run in runs:
+            live = [s for s in storage.get_sessions(run.id)
+                    if s.ended_at is None and time.time() - s.heartbeat_at < 120
+                    and pid_alive(s.host, s.pid)]
+            if live:
+                raise RunLockedError(f"run {run.name!r} is being searched (pid {live[0].pid} "
+                                     f"on {live[0].host}); stop it first")
+        if not yes:
+            click.confirm(f"remove {len(runs)} run(s) and their files from {db}?", abort=True,
+                          err=True)
+        for run in runs:
+            storage.delete_run(run.id)
+            click.echo(f"removed run {run.name}", err=True)
+
+
 def register(cli: click.Group) -> None:
     """Attach the search commands to the ``cutegen`` group."""
-    for cmd in (search_cmd, resume_cmd, status_cmd, show_cmd):
+    for cmd in (search_cmd, resume_cmd, status_cmd, nodes_cmd, show_cmd, rm_cmd):
         cli.add_command(cmd)
 

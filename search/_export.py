@@ -17,8 +17,7 @@ from cutegen.codegen.evaluation import Evaluation
 from cutegen.errors import ConfigError, StorageError
 from cutegen.search._node import FrozenNode
 from cutegen.search._report_data import find_source, tolerance_text
-from cutegen.search.storage import BaseStorage, FrozenRun
-from cutegen.search.storage._blobs import write_atomic
+from cutegen.search.storage import BaseStorage, FrozenRun, write_atomic
 
 RULE = "# " + "-" * 86
 

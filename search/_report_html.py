@@ -32,8 +32,7 @@ from cutegen.search._report_svg import (
     tree_layout,
     tree_svg,
 )
-from cutegen.search.storage import BaseStorage, FrozenRun, Session
-from cutegen.search.storage._blobs import write_atomic
+from cutegen.search.storage import BaseStorage, FrozenRun, Session, write_atomic
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d1d1f;margin:0;

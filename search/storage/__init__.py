@@ -10,6 +10,7 @@ from cutegen.search.storage._base import (
     SweepsTemporaries,
     check_run_name,
 )
+from cutegen.search.storage._blobs import write_atomic
 from cutegen.search.storage._inmemory import InMemoryStorage
 from cutegen.search.storage._records import (
     RUN_STATUSES,
@@ -44,4 +45,5 @@ __all__ = [
     "StoredResult",
     "SweepsTemporaries",
     "check_run_name",
+    "write_atomic",
 ]

@@ -112,6 +112,15 @@ class BaseStorage(abc.ABC):
             ValueError: unknown status. StorageError: cannot write.
         """
 
+    def delete_run(self, run_id: int) -> None:
+        """Remove a run with everything stored for it (nodes, facts, files); lessons it
+        taught other runs go too. The caller makes sure no live session holds it.
+
+        Raises:
+            StorageError: the store cannot do it.
+        """
+        raise StorageError(f"{type(self).__name__} cannot delete runs")
+
     # -- sessions (the run's lease) ----------------------------------------------------
     @abc.abstractmethod
     def open_session(self, run_id: int, *, host: str, pid: int, stale_after_s: float,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -235,6 +236,21 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
                 "toolchain_json": json.dumps(dict(config.toolchain), sort_keys=True),
                 "status": "created", "created_at": self._clock()})
             return _run_from_row(self._rows("SELECT * FROM runs WHERE id = ?", (rid,))[0])
+
+    @guard
+    def delete_run(self, run_id: int) -> None:
+        folder = self.run_dir(run_id)
+        with self.atomic():
+            for table in ("llm_calls", "profile_reports", "lessons", "prunes", "best_history",
+                          "evaluations"):
+                self._conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            self._conn.execute("UPDATE nodes SET parent_id = NULL WHERE run_id = ?", (run_id,))
+            for table in ("nodes", "sessions"):
+                self._conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            self._conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self._blobs.pop(run_id, None)
+        if folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
     @guard
     def get_run(self, name: str) -> FrozenRun:

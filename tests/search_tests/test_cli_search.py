@@ -274,3 +274,38 @@ def test_status_and_show_errors(cli, made, env, tmp_path):
     assert isinstance(r.exception, RunNotFoundError) and "r1, r2" in str(r.exception)
     r = invoke(cli, ["show", "r2", "1", "--db", env["db"]])
     assert isinstance(r.exception, StorageError) and "does not belong" in str(r.exception)
+
+
+def test_nodes_lists_a_runs_nodes_and_rm_removes_the_run(cli, made, env, tmp_path):
+    assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
+                        "--max-evals", "3", "--run", "a-long-run-name-people-must-type"]
+                  ).exit_code == 0
+    r = invoke(cli, ["nodes", "a-long-run-name-people-must-type", "--db", env["db"], "--json"])
+    rows = json.loads(r.stdout)
+    assert [x["node"] for x in rows] == [1, 2, 3] and rows[0]["verdict"] == "correct"
+    r = invoke(cli, ["status", "--db", env["db"]])  # piped: plain text, names whole
+    assert "a-long-run-name-people-must-type" in r.stdout
+    r = invoke(cli, ["rm", "a-long-run-name-people-must-type", "--db", env["db"], "--yes"])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "s" / "a-long-run-name-people-must-type").exists()
+    s = SqliteStorage(env["db"])
+    assert s.list_runs() == []
+    s.close()
+
+
+def test_status_reads_a_read_only_store(cli, made, env, tmp_path):
+    assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
+                        "--max-evals", "2", "--run", "r1"]).exit_code == 0
+    folder = tmp_path / "s"
+    for p in folder.iterdir():
+        if p.is_file():
+            p.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        r = invoke(cli, ["status", "r1", "--db", env["db"], "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["evaluations"] == 2
+    finally:
+        folder.chmod(0o755)
