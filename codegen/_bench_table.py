@@ -245,7 +245,7 @@ def write_outputs(r: BenchReport, out_dir: Path) -> list[Path]:
     Raises:
         OSError: the folder or a file cannot be written.
     """
-    from cutegen.search.storage._blobs import write_atomic
+    from cutegen.search.storage import write_atomic
 
     md, js = out_dir / "BENCHMARKS.md", out_dir / "bench.json"
     write_atomic(md, render_markdown(r).encode("utf-8"))

@@ -11,13 +11,22 @@ wrap them behind the same interface: one evaluator per GPU of this host
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Timing
+from cutegen.errors import GPURequiredError
+
+if TYPE_CHECKING:
+    from cutegen.codegen.tasks import Task
+    from cutegen.profilers import ProfileTarget
+
+_H = TypeVar("_H", bound=Callable[..., Any])
 
 #: Set in the environment of every child the evaluators start: NVLink multicast stays off
 #: (a program using it can take a shared multi-GPU host's GPUs out of service).
@@ -131,3 +140,89 @@ class AsyncEvaluator(Evaluator, Protocol):
     def submit(self, candidate: CandidateSource) -> Future[Evaluation]:
         """Queue one candidate; the future holds its Evaluation or the infrastructure error."""
         ...
+
+
+# -- capabilities: what some evaluators can do besides the Evaluator protocol -------------
+# Callers check these with isinstance (each Protocol is runtime-checkable), never with
+# getattr: a capability is declared by having the method, and named here once.
+@runtime_checkable
+class Warms(Protocol):
+    """Can prepare a candidate ahead of its evaluation (parse it, start its worker)."""
+
+    def warm(self, candidate: CandidateSource) -> None: ...
+
+
+@runtime_checkable
+class Aborts(Protocol):
+    """Can drop queued work and kill the evaluations in flight (their results are never
+    told; the nodes stay RUNNING and are requeued when the run is reopened)."""
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class MeasuresBaselines(Protocol):
+    """Measures (or loads from its cache) the eager / torch.compile baselines on demand."""
+
+    def baselines(self) -> object: ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """Must be prepared in the search's own thread before work is submitted (a pool
+    measuring its devices' baselines, so no pool thread writes the store)."""
+
+    def prepare(self) -> None: ...
+
+
+@runtime_checkable
+class ProfileTargets(Protocol):
+    """Builds what a profiler needs to inspect or re-run one evaluated candidate."""
+
+    def profile_target(self, candidate: CandidateSource, evaluation: Evaluation | None,
+                       workdir: Path) -> ProfileTarget: ...
+
+
+@runtime_checkable
+class SerializesProfiling(Protocol):
+    """Wraps a profile hook so each call has a device to itself (ncu and co. must run
+    alone on their GPU)."""
+
+    def serialize_profiling(self, hook: _H) -> _H: ...
+
+
+def gpu_available() -> bool:
+    """Whether an NVIDIA GPU is visible to this process (``nvidia-smi`` on PATH and torch
+    sees a CUDA device)."""
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA install is "no GPU" here
+        return False
+
+
+def require_gpu(what: str) -> None:
+    """Raises:
+        GPURequiredError: no GPU is visible; the message names ``what`` needed one.
+    """
+    if not gpu_available():
+        raise GPURequiredError(
+            f"{what} needs an NVIDIA GPU (none is visible here). Without a GPU, "
+            "--compile-only compiles candidates for sm_90a and inspects their SASS.")
+
+
+def local_evaluator(task: Task, options: EvalOptions, run_dir: Path, *,
+                    baseline_cache: BaselineCache | None = None,
+                    compile_cache: Any = None) -> Evaluator:
+    """The process-isolated evaluator of this machine for one task.
+
+    The one place outside the evaluator's own package that names its class: the CLI, the
+    library entry point, the GPU pool and the Ray actors all build it here.
+    """
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
+
+    return LocalEvaluator(task, options, run_dir=Path(run_dir), baseline_cache=baseline_cache,
+                          compile_cache=compile_cache)

@@ -36,15 +36,25 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from cutegen.codegen.backend import BaselineCache, EvalOptions, Evaluator
+from cutegen.codegen.backend import (
+    Aborts,
+    BaselineCache,
+    EvalOptions,
+    Evaluator,
+    MeasuresBaselines,
+    ProfileTargets,
+    Warms,
+    local_evaluator,
+)
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ConfigError, DeviceLostError, GPURequiredError, InfrastructureError
 
 log = logging.getLogger("cutegen.codegen.pool")
+_H = TypeVar("_H", bound=Callable[..., Any])
 
 #: ``factory(device) -> Evaluator``: builds the evaluator of one device slot.
 EvaluatorFactory = Callable[[int | None], Evaluator]
@@ -239,9 +249,9 @@ class GpuPool:
         """Queue a candidate (after the compile-ahead pass, when there is one)."""
         if self._closed:
             raise InfrastructureError("the evaluation pool is closed")
-        warm = getattr(self._devices[0].evaluator, "warm", None)
-        if warm is not None:  # parse here, in the submitting thread (see LocalEvaluator.warm)
-            warm(candidate)
+        first = self._devices[0].evaluator
+        if isinstance(first, Warms):  # parse here, in the submitting thread (see its warm)
+            first.warm(candidate)
         fut: Future[Evaluation] = Future()
         if self._ahead is None:
             self._jobs.put((candidate, fut))
@@ -310,11 +320,10 @@ class GpuPool:
             InfrastructureError: no device is left.
         """
         for dev in list(self._devices):
-            fn = getattr(dev.evaluator, "baselines", None)
-            if fn is None or not dev.healthy:
+            if not isinstance(dev.evaluator, MeasuresBaselines) or not dev.healthy:
                 continue
             with contextlib.suppress(DeviceLostError):
-                self._on(dev, "baselines", lambda e, fn=fn: fn())
+                self._on(dev, "baselines", lambda e: e.baselines())  # type: ignore[attr-defined]
         if self.capacity < 1:
             raise InfrastructureError("no device of the pool could measure the baselines")
 
@@ -330,11 +339,11 @@ class GpuPool:
         prefer = self._where.get(candidate.sha256)
         if scope is None:
             with self._lease(urgent=True, prefer=prefer) as dev:
-                return dev.evaluator.profile_target(candidate, evaluation, workdir)  # type: ignore[attr-defined]
+                return _targets(dev.evaluator).profile_target(candidate, evaluation, workdir)
         if scope.device is None:
             scope.lease = self._lease(urgent=True, prefer=prefer)
             scope.device = scope.lease.__enter__()
-        return scope.device.evaluator.profile_target(candidate, evaluation, workdir)  # type: ignore[attr-defined]
+        return _targets(scope.device.evaluator).profile_target(candidate, evaluation, workdir)
 
     @contextlib.contextmanager
     def profiling_scope(self) -> Iterator[None]:
@@ -348,14 +357,13 @@ class GpuPool:
             if scope.lease is not None:
                 scope.lease.__exit__(None, None, None)
 
-    def serialize_profiling(self, hook: Callable[[Any, Evaluation], tuple[str, ...]]
-                            ) -> Callable[[Any, Evaluation], tuple[str, ...]]:
+    def serialize_profiling(self, hook: _H) -> _H:
         """Wrap a profile hook so each call profiles on a device nothing else uses then."""
-        def wrapped(node: Any, evaluation: Evaluation) -> tuple[str, ...]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
             with self.profiling_scope():
-                return hook(node, evaluation)
+                return hook(*args, **kwargs)
 
-        return wrapped
+        return cast(_H, wrapped)
 
     # -- shutting down ------------------------------------------------------------------
     def abort(self) -> None:
@@ -369,10 +377,9 @@ class GpuPool:
             if job is not None:
                 job[1].cancel()
         for dev in self._devices:
-            fn = getattr(dev.evaluator, "abort", None)
-            if fn is not None:
+            if isinstance(dev.evaluator, Aborts):
                 with contextlib.suppress(Exception):
-                    fn()
+                    dev.evaluator.abort()
         if self._ahead is not None:
             with contextlib.suppress(Exception):
                 self._ahead.abort()
@@ -400,15 +407,19 @@ class GpuPool:
         self.close()
 
 
+def _targets(ev: Evaluator) -> ProfileTargets:
+    if not isinstance(ev, ProfileTargets):
+        raise TypeError(f"{type(ev).__name__} cannot build profile targets")
+    return ev
+
+
 def _local_factory(task: Task, options: EvalOptions, run_dir: Path,
                    baseline_cache: BaselineCache | None, compile_cache: Any
                    ) -> EvaluatorFactory:
-    from cutegen.codegen.eval.evaluator import LocalEvaluator
-
     def make(gpu: int | None) -> Evaluator:
         opts = dataclasses.replace(options, gpu=gpu) if gpu is not None else options
-        return LocalEvaluator(task, opts, run_dir=run_dir, baseline_cache=baseline_cache,
-                              compile_cache=compile_cache)
+        return local_evaluator(task, opts, run_dir, baseline_cache=baseline_cache,
+                               compile_cache=compile_cache)
 
     return make
 

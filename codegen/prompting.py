@@ -1,5 +1,5 @@
 """Prompt rendering: one strict renderer over package-data templates, and pure section
-builders that turn records (Evaluation, Lessons, profiler guidance) into prompt text.
+builders that turn records (Evaluation, Lessons, profiler findings) into prompt text.
 
 Templates live in ``codegen/prompts/*.md`` and are read with :mod:`importlib.resources`.
 :func:`render` substitutes ``${name}`` variables and raises :class:`PromptError` when a
@@ -11,7 +11,7 @@ the candidate contract, the answer format), so endpoints that cache prompt prefi
 cache it:
 
 * :func:`initial_prompt`: first candidates from the reference;
-* :func:`rewrite_prompt`: improve a parent, quoting its Evaluation, guidance and Lessons;
+* :func:`rewrite_prompt`: improve a parent, quoting its Evaluation, profiler findings and Lessons;
 * :func:`repair_prompt`: a bounded repair turn quoting a compile error.
 """
 
@@ -28,6 +28,7 @@ from cutegen.codegen.evaluation import Evaluation, Timing, TrialResult
 from cutegen.codegen.rewriters.base import LessonView, RewriteContext
 from cutegen.codegen.tasks import Task
 from cutegen.errors import CuteGenError
+from cutegen.profilers import Finding
 
 #: Longest compile error / log quoted, in characters (head and tail are kept).
 MAX_ERROR_CHARS = 6000
@@ -210,8 +211,10 @@ def format_evaluation(ev: Evaluation | None) -> str:
     return "\n\n".join(parts)
 
 
-def format_guidance(lines: Sequence[str]) -> str:
-    """Profiler findings as a prompt section ("" when there are none)."""
+def format_findings(findings: Sequence[Finding]) -> str:
+    """Profiler findings as a prompt section: each finding's one-line summary, once ("" when
+    there are none)."""
+    lines = list(dict.fromkeys(f.summary for f in findings if f.summary))
     if not lines:
         return ""
     return "Profiler findings for this candidate:\n" + "\n".join(f"- {g}" for g in lines) + "\n\n"
@@ -259,7 +262,7 @@ def rewrite_prompt(ctx: RewriteContext, *, focus: FocusHint) -> Prompt:
     user = render("rewrite", task_name=ctx.task.name, task_source=code_block(ctx.task.source),
                   parent_source=code_block(ctx.parent.code),
                   evaluation=format_evaluation(ctx.evaluation),
-                  guidance=format_guidance(ctx.guidance),
+                  guidance=format_findings(ctx.findings),
                   lessons=format_lessons(ctx.lessons, ctx.task.name), focus=focus.text)
     return Prompt("rewrite", system_message(), user)
 

@@ -39,7 +39,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cutegen.codegen.backend import NO_MULTICAST, BaselineCache, EvalOptions, Evaluator
+from cutegen.codegen.backend import (
+    NO_MULTICAST,
+    Aborts,
+    BaselineCache,
+    EvalOptions,
+    Evaluator,
+    MeasuresBaselines,
+    local_evaluator,
+)
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.codegen.tasks import Task
@@ -111,16 +119,13 @@ class EvalActor:
         if factory is not None:
             self.ev: Any = factory(None)
             return
-        from cutegen.codegen.eval.evaluator import LocalEvaluator
-
         folder = Path(tempfile.mkdtemp(prefix="cutegen-task-"))
         path = folder / f"{task_name}.py"
         path.write_text(task_source, encoding="utf-8")
         task = Task(task_name, path, task_source)
         opts = EvalOptions(**{**options, "gpu": None})
         Path(run_dir).mkdir(parents=True, exist_ok=True)
-        self.ev = LocalEvaluator(task, opts, run_dir=Path(run_dir),
-                                 baseline_cache=self.baseline_memory)
+        self.ev = local_evaluator(task, opts, Path(run_dir), baseline_cache=self.baseline_memory)
 
     def where(self) -> tuple[str, str]:
         return self.host, os.environ.get("CUDA_VISIBLE_DEVICES", "")
@@ -140,9 +145,8 @@ class EvalActor:
         """Load ``known`` baselines (from the search host's store) or measure them here;
         returns what this actor's evaluator now uses, for the store."""
         self.baseline_memory.value = known
-        fn = getattr(self.ev, "baselines", None)
-        if fn is not None:
-            fn()
+        if isinstance(self.ev, MeasuresBaselines):
+            self.ev.baselines()
         return self.baseline_memory.value
 
     def profile_target(self, candidate: CandidateSource, evaluation: dict[str, Any] | None,
@@ -151,9 +155,8 @@ class EvalActor:
         return self.ev.profile_target(candidate, ev, Path(workdir))
 
     def abort(self) -> None:
-        fn = getattr(self.ev, "abort", None)
-        if fn is not None:
-            fn()
+        if isinstance(self.ev, Aborts):
+            self.ev.abort()
 
     def close(self) -> None:
         self.ev.close()

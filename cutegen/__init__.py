@@ -4,6 +4,13 @@ The import name ``cutegen`` covers the project's top-level folders:
 ``cutegen.search`` (search/), ``cutegen.codegen`` (codegen/), ``cutegen.profilers``
 (profilers/), ``cutegen.plugins`` (plugins/) and ``cutegen.benchmarks`` (benchmarks/).
 Heavy dependencies (torch, the CuTe DSL, openai) are imported lazily, where they are used.
+
+A search from Python (the library entry point is :mod:`cutegen.api`)::
+
+    import cutegen
+    settings = cutegen.RunSettings(budget=cutegen.Budget(max_evals=3),
+                                   eval=cutegen.EvalOptions(compile_only=True))
+    summary = cutegen.create_run("softmax_bf16", settings, db="runs/demo.db").search()
 """
 
 from __future__ import annotations
@@ -15,4 +22,24 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+#: The library entry point, imported on first use so that ``import cutegen`` stays light.
+_LAZY = {
+    "create_run": "cutegen.api", "resume_run": "cutegen.api", "SearchRun": "cutegen.api",
+    "open_store": "cutegen.api",
+    "RunSettings": "cutegen.settings", "ProfilingSettings": "cutegen.settings",
+    "LLMSettings": "cutegen.settings", "DeviceSettings": "cutegen.settings",
+    "Budget": "cutegen.search", "SearchParams": "cutegen.search",
+    "EvalOptions": "cutegen.codegen.backend",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cutegen' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["__version__", *_LAZY]

@@ -1,8 +1,8 @@
 """Several of a bench's task searches at once, one per GPU (``cutegen bench --jobs N``).
 
-Each task's search is ``cutegen search`` (or ``cutegen resume``) invoked with the same
-keyword arguments the serial bench uses, but in a child process of its own
-(``python -m cutegen._bench_jobs SPEC.json``) pinned to one GPU with ``--gpu``. Children
+Each task's search is the run the serial bench would make (:func:`cutegen.cli_bench.open_job_run`
+over the library entry point, from the same settings), but in a child process of its own
+(``python -m cutegen._bench_jobs SPEC.json``) pinned to one GPU. Children
 write their runs into the bench's store (SQLite in WAL mode with a busy timeout: separate
 runs, so they never contend for the same rows) and their output into one log file each;
 the parent only schedules, reports progress, and reads the results back from the store.
@@ -35,8 +35,8 @@ class Job:
     Attributes:
         index: position in the suite (1-based), for progress lines.
         label: the task's label.
-        command: "search" or "resume".
-        kwargs: keyword arguments of that command (JSON-serialisable).
+        command: "search" (create the run) or "resume".
+        kwargs: the run's name, store, settings (or budget) and LLM options (JSON).
         past_s: wall seconds the run used before (a resumed run's wall budget counts them).
     """
 
@@ -153,19 +153,20 @@ def _stop(procs: Any, grace_s: float = 120.0) -> None:
 
 
 def run_spec(spec: Path) -> int:
-    """The child: run one search or resume command as the spec says; 0 when it ran."""
-    import click
-
-    from cutegen.cli_search import resume_cmd, search_cmd
+    """The child: create or resume one run as the spec says and search it; 0 when it ran."""
+    from cutegen.cli_bench import open_job_run
+    from cutegen.cli_llm import build_llm_config
+    from cutegen.cli_search import search_with_progress
     from cutegen.errors import CuteGenError
 
     data = json.loads(spec.read_text())
-    cmd = {"search": search_cmd, "resume": resume_cmd}[data["command"]]
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data["kwargs"].items()}
+    kwargs = data["kwargs"]
     result = Path(str(spec) + ".result")
     try:
-        with click.Context(cmd, info_name=cmd.name) as ctx:
-            ctx.invoke(cmd, **kwargs)
+        llm: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                               for k, v in kwargs["llm"].items()}
+        run = open_job_run(data["command"], kwargs, build_llm_config(**llm))
+        search_with_progress(run, kwargs["db"])
     except CuteGenError as e:
         result.write_text(json.dumps({"error": str(e)}))
         print(f"error: {e}", file=sys.stderr)

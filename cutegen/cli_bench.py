@@ -1,15 +1,17 @@
 """``cutegen bench``: one search per task of a suite, with fixed budgets, then one table.
 
-Composition only: the suite and the records are :mod:`cutegen.codegen.bench`, the ceilings
-:mod:`cutegen.codegen._ceilings`, the means and files :mod:`cutegen.codegen._bench_table`;
-each task's search is exactly ``cutegen search`` (invoked as a command, so it validates,
-stores and resumes the same way) into the same store. Tables go to stdout; the searches'
-progress and summaries go to stderr.
+Suite handling and a loop: the suite and the records are :mod:`cutegen.codegen.bench`, the
+ceilings :mod:`cutegen.codegen._ceilings`, the means and files
+:mod:`cutegen.codegen._bench_table`; each task's search is a run made by the library entry
+point (:func:`cutegen.api.create_run` / :func:`~cutegen.api.resume_run`, what ``cutegen
+search`` and ``resume`` call) from one :class:`~cutegen.settings.RunSettings`, into the same
+store. Tables go to stdout; the searches' progress and summaries go to stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -17,8 +19,39 @@ from typing import Any
 
 import click
 
+from cutegen import api
 from cutegen._cli_options import db_option
+from cutegen.codegen.backend import EvalOptions, require_gpu
 from cutegen.errors import ConfigError, CuteGenError, DuplicatedRunError, GPURequiredError
+from cutegen.search import Budget
+from cutegen.settings import LLMSettings, RunSettings
+
+
+def open_job_run(command: str, kwargs: dict[str, Any], llm_config: Any) -> api.SearchRun:
+    """The run one task of a bench searches: created from its settings, or resumed with
+    its budget; ``gpu`` (search) or ``gpus`` (resume) and ``max_minutes`` of the job slot
+    applied. The bench's serial loop and its job processes both call this."""
+    max_minutes = kwargs.get("max_minutes")
+    if command == "resume":
+        budget = Budget.from_dict(kwargs["budget"])
+        if max_minutes is not None:
+            budget = dataclasses.replace(budget, max_wall_s=max_minutes * 60)
+        devices = api.resolve_devices(gpus=kwargs.get("gpus"))
+        return api.resume_run(kwargs["name"], db=kwargs["db"], budget=budget, devices=devices,
+                              llm_config=llm_config)
+    from cutegen.codegen.tasks import resolve_task
+
+    settings = RunSettings.from_dict(kwargs["settings"])
+    if kwargs.get("gpu") is not None:
+        settings = settings.replace(eval=dataclasses.replace(settings.eval, gpu=kwargs["gpu"]))
+    if max_minutes is not None:
+        settings = settings.replace(budget=dataclasses.replace(settings.budget,
+                                                               max_wall_s=max_minutes * 60))
+    kb = kwargs.get("kernelbench")
+    task = resolve_task(kwargs.get("task"), kernelbench=kb[0] if kb else None,
+                        level=kb[1] if kb else None, problem=kb[2] if kb else None)
+    return api.create_run(task, settings, db=kwargs["db"], name=kwargs["name"],
+                          llm_config=llm_config)
 
 
 def _llm_passthrough(f: Any) -> Any:
@@ -161,7 +194,7 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
 
     def on_start(job: Job, dev: int | None) -> None:
         where = "" if dev is None else f" on GPU {dev}"
-        click.echo(f"[{job.index}/{n}] {job.label}: run {job.kwargs['run_name']}{where}"
+        click.echo(f"[{job.index}/{n}] {job.label}: run {job.kwargs['name']}{where}"
                    + (" (resumed)" if job.command == "resume" else "")
                    + f", log {logs / f'{job.index:03d}-{job.label}.log'}", err=True)
 
@@ -274,8 +307,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
       cutegen bench tierA --run-prefix b1 --max-minutes 9  (then, to finish it:)
       cutegen bench tierA --run-prefix b1 --max-minutes 9 --resume
     """
-    from cutegen.cli_eval import require_gpu
-    from cutegen.cli_search import resume_cmd, search_cmd
+    from cutegen.cli_search import search_with_progress
     from cutegen.codegen import toolchain
     from cutegen.codegen._bench_table import BenchReport, task_table, write_outputs
     from cutegen.codegen._ceilings import measure_ceilings
@@ -318,17 +350,27 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
         ceil = measured.ceilings()
         click.echo(f"  copy {measured.copy_gbs / 1000:.2f} TB/s, GEMM "
                    f"{measured.gemm_tflops:.0f} TFLOP/s", err=True)
-    common = {"max_evals": budget, "max_gpu_minutes": max_gpu_minutes, "db": db, **llm}
+    from cutegen.cli_llm import build_llm_config
+
+    llm_config = build_llm_config(**llm)
+    if rewriter == "builtin" and llm_config is not None:
+        rewriter = "mixed"  # as `cutegen search`: a configured model makes mixed the default
+    base_settings = RunSettings(seed=seed, rewriter=rewriter,  # type: ignore[arg-type]
+                                budget=Budget(max_evals=budget, max_gpu_s=None if max_gpu_minutes is None
+                                     else max_gpu_minutes * 60,
+                                     max_usd=llm.get("max_dollars")),
+                       eval=EvalOptions(compile_only=compile_only, arch=arch),
+                       llm=LLMSettings.from_config(llm_config))
 
     def kwargs_for(entry: Any, name: str, past_s: float | None) -> tuple[str, dict[str, Any]]:
+        """What a job child runs: the library call and its arguments (JSON)."""
         if past_s is not None:  # resumed: the run keeps its task, seed, rewriter and devices
-            return "resume", {"run_name": name, **common}
+            return "resume", {"name": name, "db": db, "budget": base_settings.budget.to_dict(),
+                              "llm": llm}
         kb = entry.kernelbench
-        return "search", {"task": None if kb else entry.task,
-                          "kernelbench": kb[0] if kb else None, "level": kb[1] if kb else None,
-                          "problem": kb[2] if kb else None, "run_name": name, "seed": seed,
-                          "rewriter": rewriter, "seed_files": tuple(entry.seed_candidates),
-                          "compile_only": compile_only, "arch": arch, **common}
+        settings = base_settings.replace(seed_candidates=api.seed_candidates(entry.seed_candidates))
+        return "search", {"task": None if kb else entry.task, "kernelbench": kb,
+                          "name": name, "db": db, "settings": settings.to_dict(), "llm": llm}
 
     def time_left() -> float | None:
         return None if max_minutes is None else max_minutes * 60 - (_clock() - t0)
@@ -366,7 +408,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                 kwargs["gpu"] = gpu
             try:
                 with _stdout_to_stderr():
-                    ctx.invoke(search_cmd if command == "search" else resume_cmd, **kwargs)
+                    search_with_progress(open_job_run(command, kwargs, llm_config), db)
             except GPURequiredError:
                 raise
             except CuteGenError as e:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cutegen.errors import GPURequiredError
+from cutegen.codegen.backend import require_gpu
 
 
 def task_options(f: Any) -> Any:
@@ -25,29 +25,10 @@ def task_options(f: Any) -> Any:
     return f
 
 
-def gpu_available() -> bool:
-    import shutil
-
-    if shutil.which("nvidia-smi") is None:
-        return False
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def require_gpu(what: str) -> None:
-    if not gpu_available():
-        raise GPURequiredError(
-            f"{what} needs an NVIDIA GPU (none is visible here). Without a GPU, "
-            "--compile-only compiles the candidate for sm_90a and prints a SASS summary.")
 
 
 @click.command("eval")
-@click.argument("task", required=False)
-@click.argument("candidate", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, required=True, metavar="[TASK] CANDIDATE")
 @task_options
 @click.option("--json", "as_json", is_flag=True, help="Print the Evaluation as JSON.")
 @click.option("--compile-only", is_flag=True,
@@ -63,7 +44,7 @@ def require_gpu(what: str) -> None:
               help="Seconds allowed for one cute.compile.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds allowed for every other phase (import, one call, the benchmark).")
-def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: int | None,
+def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
              problem: int | None, as_json: bool, compile_only: bool, arch: str, runs: int,
              no_baselines: bool, gpu: int | None, run_dir: str, compile_timeout: float,
              timeout: float) -> None:
@@ -81,11 +62,20 @@ def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: i
       cutegen eval softmax_bf16 my_softmax.py --compile-only     (no GPU needed)
       cutegen eval --kernelbench ~/KernelBench --level 1 --problem 23 cand.py --json
     """
-    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.backend import EvalOptions, local_evaluator
     from cutegen.codegen.candidate import CandidateSource
-    from cutegen.codegen.eval.evaluator import make_evaluator
     from cutegen.codegen.tasks import resolve_task
 
+    # click fills optional positionals first, so `--kernelbench ... cand.py` would bind the
+    # candidate to TASK: take one or two arguments and decide here
+    if len(args) > 2:
+        raise click.UsageError("give at most TASK and CANDIDATE")
+    task, candidate = (None, args[0]) if len(args) == 1 else args
+    if task is None and kernelbench is None:
+        raise click.UsageError("give TASK and CANDIDATE (or --kernelbench DIR --level L "
+                               "--problem P and CANDIDATE)")
+    if task is not None and kernelbench is not None:
+        raise click.UsageError("give TASK or --kernelbench, not both")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
     cand = CandidateSource.from_path(candidate)
     if not compile_only:
@@ -95,9 +85,12 @@ def eval_cmd(task: str | None, candidate: str, kernelbench: str | None, level: i
                        run_timeout_s=timeout)
     click.echo(f"evaluating {Path(candidate).name} ({cand.short}) on {t.name}"
                f"{' (compile only, ' + arch + ')' if compile_only else ''} ...", err=True)
-    with make_evaluator(t, opts, Path(run_dir)) as ev:
+    ev = local_evaluator(t, opts, Path(run_dir))
+    try:
         e = ev.evaluate(cand)
         sass_lines = sass_summary(ev, cand, e, Path(run_dir)) if e.artifacts else []
+    finally:
+        ev.close()
     if as_json:
         click.echo(json.dumps(e.to_dict(), indent=2))
     else:
@@ -123,7 +116,7 @@ def sass_summary(ev: Any, cand: Any, e: Any, run_dir: Path) -> list[str]:
                    f"{f['sass.ldg_min_bits'].value}-{f['sass.ldg_max_bits'].value} bit, stores "
                    f"{f['sass.stg_min_bits'].value}-{f['sass.stg_max_bits'].value} bit; HGMMA "
                    f"{f['sass.hgmma'].value}, HMMA {f['sass.hmma'].value}; local memory "
-                   f"{f['sass.local_loads'].value + f['sass.local_stores'].value} ops")
+                   f"{int(f['sass.local_loads'].value) + int(f['sass.local_stores'].value)} ops")
     out += [f"  {x.summary}" for x in rep.findings
             if x.key.startswith(("hint.", "resources.", "occupancy")) and x.summary]
     return out
@@ -190,7 +183,7 @@ def tasks_cmd(as_json: bool) -> None:
     """List the bundled tasks (KernelBench format, sized to fill an H200)."""
     from cutegen.codegen.tasks import bundled_dir, bundled_task_names
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in bundled_task_names():
         src = (bundled_dir() / f"{name}.py").read_text()
         tree = ast.parse(src)
@@ -202,13 +195,11 @@ def tasks_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from cutegen.cli_table import print_table
 
-    tab = Table("task", "sizes", "description")
-    for r in rows:
-        tab.add_row(r["name"], " ".join(f"{k}={v}" for k, v in r["sizes"].items()), r["description"])
-    Console().print(tab)
+    print_table(["task", "sizes", "description"],
+                [[r["name"], " ".join(f"{k}={v}" for k, v in r["sizes"].items()),
+                  r["description"]] for r in rows])
 
 
 def register(cli: click.Group) -> None:

@@ -14,7 +14,6 @@ import functools
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,7 @@ def _llm_option_list(*, with_max_dollars: bool = True) -> list[Callable[[Any], A
 def build_llm_config(*, model: str | None, base_url: str | None, max_dollars: float | None,
                      llm_timeout: float, price_file: str | None, price: Iterable[str],
                      max_tokens: int, llm_stream: bool, structured: str,
-                     env: dict[str, str] | None = None) -> Any:
+                     env: dict[str, str] | None = None, sends: bool = True) -> Any:
     """The :class:`~cutegen.codegen.llm.LLMConfig` the options describe, or None without
     a model.
 
@@ -77,6 +76,8 @@ def build_llm_config(*, model: str | None, base_url: str | None, max_dollars: fl
     from cutegen.codegen.llm.config import PriceTable, parse_price_option
 
     environ = dict(os.environ) if env is None else env
+    if not sends:  # nothing is sent (`cutegen prompt`): no key needed
+        environ.setdefault("OPENAI_API_KEY", "not-needed-nothing-is-sent")
     model = model or environ.get("CUTEGEN_LLM_MODEL")
     if not model:
         if max_dollars is not None:
@@ -95,7 +96,7 @@ def build_llm_config(*, model: str | None, base_url: str | None, max_dollars: fl
 
 
 def llm_options(fn: Callable[..., Any] | None = None, *,
-                own_max_dollars: bool = True) -> Any:
+                own_max_dollars: bool = True, sends: bool = True) -> Any:
     """Decorator: add the LLM options; the command receives ``llm_config`` instead.
 
     With ``own_max_dollars=False`` the bundle leaves ``--max-dollars`` out and reads the
@@ -114,7 +115,7 @@ def llm_options(fn: Callable[..., Any] | None = None, *,
             opts = {k: kwargs.pop(k) for k in keys}
             if not own_max_dollars:
                 opts["max_dollars"] = kwargs.get("max_dollars")
-            kwargs["llm_config"] = build_llm_config(**opts)
+            kwargs["llm_config"] = build_llm_config(**opts, sends=sends)
             return f(*args, **kwargs)
 
         for opt in reversed(_llm_option_list(with_max_dollars=own_max_dollars)):
@@ -125,21 +126,11 @@ def llm_options(fn: Callable[..., Any] | None = None, *,
 
 
 def _write_atomic(path: Path, lines: Iterable[str]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line)
-                n += 1
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+    from cutegen.search.storage import write_atomic
+
+    text = list(lines)
+    write_atomic(path, "".join(text).encode("utf-8"))  # mode as the umask says, not 0600
+    return len(text)
 
 
 def _trace_nodes(storage: Any, run_id: int) -> list[Any]:
@@ -201,7 +192,7 @@ def export_traces(run_name: str, db: str, output: str | None, all_calls: bool,
               help="Focus hint key of the initial prompt (see codegen/prompts/focus.md).")
 @click.option("--system/--no-system", "with_system", default=False,
               help="Also print the system message (primer, contract, answer format).")
-@llm_options
+@llm_options(sends=False)
 def prompt_cmd(task: str, focus: str, with_system: bool, llm_config: Any) -> None:
     """Print the initial-generation prompt for TASK, and its worst-case cost to stderr.
 

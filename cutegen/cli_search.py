@@ -11,17 +11,19 @@ import dataclasses
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from cutegen import _cli_devices
+from cutegen import api
 from cutegen._cli_devices import device_options
 from cutegen._cli_options import DEFAULT_DB, db_option
 from cutegen.cli_llm import llm_options
-from cutegen.errors import ConfigError, ResumeMismatchError, StorageError, TaskError
+from cutegen.codegen.backend import EvalOptions
+from cutegen.errors import DuplicatedRunError, StorageError
+from cutegen.search import Budget, RunSummary
+from cutegen.settings import LLMSettings, ProfilingSettings, RunSettings
 
 
 def profiling_options(f: Any) -> Any:
@@ -60,43 +62,13 @@ def budget_options(f: Any) -> Any:
     return f
 
 
-def _budget(max_evals: int | None, max_minutes: float | None, max_gpu_minutes: float | None,
-            max_dollars: float | None) -> Any:
-    from cutegen.search import Budget
-
-    return Budget(max_evals=max_evals, max_wall_s=None if max_minutes is None else max_minutes * 60,
+def budget_from_options(max_evals: int | None, max_minutes: float | None,
+                        max_gpu_minutes: float | None, max_dollars: float | None) -> Budget:
+    """The Budget the budget options describe."""
+    return Budget(max_evals=max_evals,
+                  max_wall_s=None if max_minutes is None else max_minutes * 60,
                   max_gpu_s=None if max_gpu_minutes is None else max_gpu_minutes * 60,
                   max_usd=max_dollars)
-
-
-def _make_evaluator(task: Any, options: Any, run_dir: Path, storage: Any) -> Any:
-    """The evaluator for a run (tests replace this function with a fake)."""
-    if not options.compile_only:
-        from cutegen.cli_eval import require_gpu
-
-        require_gpu("searching (verifying and timing candidates)")
-    try:
-        from cutegen.codegen.eval.evaluator import make_evaluator
-    except ModuleNotFoundError as e:  # pragma: no cover - only in a partial checkout
-        raise ConfigError(f"the evaluator is not available in this build ({e})") from e
-    from cutegen.search.storage import StoreBaselineCache
-
-    return make_evaluator(task, options, run_dir, baseline_cache=StoreBaselineCache(storage))
-
-
-def _make_pool(task: Any, options: Any, run_dir: Path, storage: Any,
-               devices: dict[str, Any]) -> Any:
-    """The evaluator of a multi-device run (tests replace this function with fakes)."""
-    return _cli_devices.make_pool(task, options, run_dir, storage, devices)
-
-
-def _open_store(db: str, *, must_exist: bool) -> Any:
-    from cutegen.search.storage import SqliteStorage
-
-    if must_exist and not Path(db).is_file():
-        raise StorageError(f"no store at {db} (`cutegen search` creates one; --db picks "
-                           "another)")
-    return SqliteStorage(db)
 
 
 @click.command("search")
@@ -120,6 +92,10 @@ def _open_store(db: str, *, must_exist: bool) -> Any:
               help="Only compile candidates (no GPU needed); nothing is timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+@click.option("--timeout", type=click.FloatRange(1, None), default=None,
+              help="Seconds one candidate may take in any phase but compiling (import, "
+                   "one call, the benchmark) before it is killed and recorded as a "
+                   "timeout.  [default: 120]")
 @device_options
 @profiling_options
 @llm_options(own_max_dollars=False)
@@ -128,7 +104,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
                seed_files: tuple[str, ...], compile_only: bool, arch: str,
-               gpu: int | None, gpus: str | None, backend: str | None,
+               gpu: int | None, timeout: float | None, gpus: str | None, backend: str | None,
                ray_address: str | None, compile_ahead: int | None, profiling: str,
                profile_depth: int, profile_timeout: float, profilers: str | None,
                disable_profilers: str, llm_config: Any) -> None:
@@ -147,57 +123,40 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
       cutegen search softmax_fp32 --gpus all --max-evals 200         (every GPU here)
       cutegen search softmax_fp32 --backend ray --ray-address auto   (a Ray cluster)
     """
-    from cutegen.codegen import toolchain
-    from cutegen.codegen.backend import EvalOptions
-    from cutegen.codegen.candidate import CandidateSource
-    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
     from cutegen.codegen.tasks import resolve_task
-    from cutegen.search import SearchParams
-    from cutegen.search.storage import RunConfig
 
+    if run_name is not None:  # a taken name is refused at once, before anything slow
+        with contextlib.closing(api.open_store(db)) as store:
+            if any(r.name == run_name for r in store.list_runs()):
+                raise DuplicatedRunError(
+                    f"a run named {run_name!r} already exists in {db}; resume it with "
+                    f"`cutegen resume {run_name}` or choose another --run name")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
     if rewriter == "builtin" and llm_config is not None:
         rewriter = "mixed"  # a configured model makes `mixed` the default (DESIGN.md seams)
         click.echo("--model given: using --rewriter mixed", err=True)
-    if rewriter != "builtin" and llm_config is None:
-        raise ConfigError(f"--rewriter {rewriter} needs a model: give --model (and --base-url "
-                          "for a local server); see `cutegen search --help`")
-    if rewriter == "builtin":
-        rw = BuiltinRewriter(seed_files=seed_files)
-        if not rw.seeds(t):
-            raise ConfigError(f"no seed candidate for {t.name}: {rw.not_covered(t)}")
-    budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
-    # the builtin rewriter has only cheap moves, the llm one only expensive ones
-    params = (SearchParams(expensive=None) if rewriter == "builtin"
-              else SearchParams(cheap=None) if rewriter == "llm" else SearchParams())
-    opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
-    devices = _cli_devices.resolve(gpus=gpus, backend=backend, ray_address=ray_address,
-                                   compile_ahead=compile_ahead, gpu=gpu,
-                                   compile_only=compile_only)
-    params = dataclasses.replace(params, parallel=_cli_devices.width(devices))
-    settings = {"params": params.to_dict(), "budget": budget.to_dict(),
-                "eval_options": dataclasses.asdict(opts), "rewriter": rewriter,
-                "profiling": {"mode": profiling, "depth": profile_depth,
-                              "timeout_s": profile_timeout, "only": profilers,
-                              "disabled": disable_profilers},
-                "llm": _llm_settings(llm_config),
-                "seed_candidates": [{"path": str(Path(p).resolve()),
-                                     "sha256": CandidateSource.from_path(p).sha256}
-                                    for p in seed_files]}
+    devices = api.resolve_devices(gpus=gpus, backend=backend, ray_address=ray_address,
+                                  compile_ahead=compile_ahead, gpu=gpu,
+                                  compile_only=compile_only)
+    settings = RunSettings(
+        seed=seed, rewriter=rewriter,  # type: ignore[arg-type]  # click.Choice checked it
+        budget=budget_from_options(max_evals, max_minutes, max_gpu_minutes, max_dollars),
+        eval=EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu,
+                         **({} if timeout is None else {"run_timeout_s": timeout})),  # type: ignore[arg-type]
+        profiling=ProfilingSettings(mode=profiling, depth=profile_depth,  # type: ignore[arg-type]
+                                    timeout_s=profile_timeout, only=profilers,
+                                    disabled=disable_profilers),
+        llm=LLMSettings.from_config(llm_config), devices=devices,
+        seed_candidates=api.seed_candidates(seed_files))
     if devices is not None:
-        settings["devices"] = devices
-    if all(v is None for v in budget.to_dict().values()):
+        settings = settings.replace(params=dataclasses.replace(settings.params,
+                                                               parallel=devices.width))
+    if all(v is None for v in settings.budget.to_dict().values()):
         click.echo("no budget given: the search runs until every branch is exhausted or "
                    "Ctrl-C (see --max-evals, --max-minutes, --max-gpu-minutes)", err=True)
-    name = run_name or f"{t.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    storage = _open_store(db, must_exist=False)
-    try:
-        run = storage.create_run(name, RunConfig(t.name, str(t.path), t.sha256, seed,
-                                                 toolchain.versions(), settings))
-        click.echo(f"run {name}: {t.name}, seed {seed}, store {db}", err=True)
-        _drive(storage, run, t, params, budget, opts, db, settings, llm_config)
-    finally:
-        storage.close()
+    run = api.create_run(t, settings, db=db, name=run_name, llm_config=llm_config)
+    click.echo(f"run {run.name}: {t.name}, seed {seed}, store {db}", err=True)
+    run_with_progress(run, db)
 
 
 @click.command("resume")
@@ -218,51 +177,20 @@ def resume_cmd(run_name: str, db: str, max_evals: int | None, max_minutes: float
     number of evaluations in flight stays the run's, so the resumed tree is the one the
     run would have built (a run started on one GPU stays serial).
     """
-    from cutegen.codegen import toolchain
-    from cutegen.codegen.backend import EvalOptions
-    from cutegen.codegen.candidate import sha256_text
-    from cutegen.codegen.tasks import Task, load_task_file
-    from cutegen.search import Budget, SearchParams, check_resume
-
-    storage = _open_store(db, must_exist=True)
-    try:
-        run = storage.get_run(run_name)
-        cfg, settings = run.config, dict(run.config.settings)
-        try:
-            task = load_task_file(cfg.task_path, name=cfg.task_name)
-        except TaskError as e:
-            task = Task(cfg.task_name, Path(cfg.task_path), "", "file")
-            if not Path(cfg.task_path).is_file():
-                raise ResumeMismatchError(f"cannot resume run {run_name!r}: {e}") from e
-        check_resume(run, task, toolchain.versions())
-        seeds = settings.get("seed_candidates", [])
-        for s in seeds:
-            p = Path(s["path"])
-            if not p.is_file() or sha256_text(p.read_text(encoding="utf-8")) != s["sha256"]:
-                raise ResumeMismatchError(f"cannot resume run {run_name!r}: seed candidate "
-                                          f"{p} is missing or changed")
-        budget = Budget.from_dict(settings.get("budget", {}))
-        if any(v is not None for v in (max_evals, max_minutes, max_gpu_minutes, max_dollars)):
-            budget = _budget(max_evals, max_minutes, max_gpu_minutes, max_dollars)
-        params = SearchParams.from_dict(settings.get("params", {}))
-        opts = EvalOptions(**settings.get("eval_options", {}))
-        devices = _cli_devices.resolve(gpus=gpus, backend=backend, ray_address=ray_address,
-                                       compile_ahead=compile_ahead,
-                                       gpu=None if gpus is not None else opts.gpu,
-                                       compile_only=opts.compile_only,
-                                       stored=settings.get("devices"))
-        if devices is not None:
-            settings["devices"] = devices
-        if settings.get("rewriter", "builtin") != "builtin":
-            stored = settings.get("llm") or {}
-            if llm_config is None:
-                raise ConfigError(f"run {run_name!r} uses the LLM (model {stored.get('model')!r}): "
-                                  "give --model (and --base-url) again to resume it; the key "
-                                  "is never stored")
-        click.echo(f"resuming run {run_name}: {cfg.task_name}, seed {cfg.seed}", err=True)
-        _drive(storage, run, task, params, budget, opts, db, settings, llm_config)
-    finally:
-        storage.close()
+    budget = None
+    if any(v is not None for v in (max_evals, max_minutes, max_gpu_minutes, max_dollars)):
+        budget = budget_from_options(max_evals, max_minutes, max_gpu_minutes, max_dollars)
+    with contextlib.closing(api.open_store(db, must_exist=True)) as store:
+        stored = RunSettings.from_dict(store.get_run(run_name).config.settings)
+    devices = api.resolve_devices(gpus=gpus, backend=backend, ray_address=ray_address,
+                                  compile_ahead=compile_ahead,
+                                  gpu=None if gpus is not None else stored.eval.gpu,
+                                  compile_only=stored.eval.compile_only,
+                                  stored=stored.devices)
+    run = api.resume_run(run_name, db=db, budget=budget, devices=devices,
+                         llm_config=llm_config)
+    click.echo(f"resuming run {run_name}: {run.task.name}, seed {run.settings.seed}", err=True)
+    run_with_progress(run, db)
 
 
 class _StopFlag:
@@ -294,76 +222,31 @@ class _StopFlag:
             signal.signal(signal.SIGINT, old)
 
 
-def _llm_settings(cfg: Any) -> dict[str, Any] | None:
-    """What of the LLM configuration is stored on the run (never the key)."""
-    if cfg is None:
-        return None
-    return {"model": cfg.model, "base_url": cfg.base_url, "max_dollars": cfg.max_dollars,
-            "max_tokens": cfg.max_tokens}
+def run_with_progress(run: api.SearchRun, db: str) -> RunSummary:
+    """Search ``run`` to its end with a progress display on stderr and the summary on
+    stdout; the first Ctrl-C stops after the evaluation in flight (exit status 130)."""
+    summary = search_with_progress(run, db)
+    if summary.status == "stopped":
+        raise click.exceptions.Exit(130)
+    return summary
 
 
-def _rewriter(settings: dict[str, Any], storage: Any, run: Any, evaluator: Any,
-              llm_config: Any) -> Any:
-    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
-
-    seeds = [s["path"] for s in settings.get("seed_candidates", [])]
-    builtin = BuiltinRewriter(seed_files=seeds)
-    kind = settings.get("rewriter", "builtin")
-    if kind == "builtin":
-        return builtin
-    from cutegen.codegen.llm import LLMClient
-    from cutegen.codegen.llm.store_adapter import StoreCallRecorder
-    from cutegen.codegen.rewriters.llm import LLMRewriter, compile_check_from
-    from cutegen.codegen.rewriters.mixed import MixedRewriter
-
-    client = LLMClient(llm_config, StoreCallRecorder(storage, run.id))
-    llm = LLMRewriter(client, compile_check=compile_check_from(evaluator))
-    return llm if kind == "llm" else MixedRewriter(llm, builtin)
-
-
-def _profile_hook(settings: dict[str, Any], evaluator: Any, storage: Any, run_dir: Path) -> Any:
-    from cutegen.cli_plugins import plugin_manager_from_options
-    from cutegen.plugins import available_profilers
-    from cutegen.profilers._hook import make_profile_hook
-
-    p = settings.get("profiling") or {"mode": "off"}
-    if p.get("mode", "auto") == "off":
-        return None
-    pm = plugin_manager_from_options(p.get("only"), p.get("disabled") or "")
-    profs = {n: pr for n, pr in available_profilers(pm).items() if pr.is_available()}
-    return make_profile_hook(evaluator=evaluator, storage=storage, profilers=profs,
-                             profile_depth=int(p.get("depth", 3)), mode=p.get("mode", "auto"),
-                             run_dir=run_dir, timeout_s=float(p.get("timeout_s", 120.0)))
-
-
-def _drive(storage: Any, run: Any, task: Any, params: Any, budget: Any, opts: Any, db: str,
-           settings: dict[str, Any], llm_config: Any = None) -> None:
+def search_with_progress(run: api.SearchRun, db: str) -> RunSummary:
+    """:func:`run_with_progress` for callers that go on after a stop (``cutegen bench``)."""
     from cutegen.cli_search_view import Progress, print_summary
-    from cutegen.search import Search
 
-    run_dir = storage.run_dir(run.id)
-    devices = settings.get("devices")
-    evaluator = (_make_pool(task, opts, run_dir, storage, devices) if devices
-                 else _make_evaluator(task, opts, run_dir, storage))
-    rewriter = _rewriter(settings, storage, run, evaluator, llm_config)
-    hook = _profile_hook(settings, evaluator, storage, run_dir)
-    if hook is not None and hasattr(evaluator, "serialize_profiling"):
-        hook = evaluator.serialize_profiling(hook)  # ncu & co. alone on their GPU
     stop = _StopFlag()
     try:
-        with Search(storage=storage, run=run, task=task, evaluator=evaluator,
-                    rewriter=rewriter, params=params, budget=budget,
-                    profile_hook=hook) as search, \
-                stop.installed(), Progress(search, budget) as progress:
+        with run.open() as search, stop.installed(), \
+                Progress(search, run.settings.budget) as progress:
             summary = search.run(should_stop=stop, on_step=progress.update)
     finally:
-        close: Callable[[], None] | None = getattr(evaluator, "close", None)
-        if close is not None:
-            close()
+        run.close()
     print_summary(summary)
     if summary.status == "stopped":
         db_arg = "" if db == DEFAULT_DB else f" --db {db}"
         click.echo(f"stopped; continue with: cutegen resume {run.name}{db_arg}", err=True)
+    return summary
 
 
 @click.command("status")
@@ -375,7 +258,7 @@ def status_cmd(run_name: str | None, db: str, as_json: bool) -> None:
     speedup, state). Safe while a search is running."""
     from cutegen.cli_search_view import print_status, run_status
 
-    storage = _open_store(db, must_exist=True)
+    storage = api.open_store(db, must_exist=True, readonly=True)
     try:
         runs = [storage.get_run(run_name)] if run_name else storage.list_runs()
         rows = [run_status(storage, r, detail=run_name is not None) for r in runs]
@@ -397,7 +280,7 @@ def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
     lessons and source."""
     from cutegen.cli_search_view import node_detail, print_node
 
-    storage = _open_store(db, must_exist=True)
+    storage = api.open_store(db, must_exist=True, readonly=True)
     try:
         run = storage.get_run(run_name)
         n = storage.get_node(node)
@@ -412,8 +295,67 @@ def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
         print_node(detail)
 
 
+@click.command("nodes")
+@click.argument("run_name")
+@db_option
+@click.option("--failed", is_flag=True, help="Only the nodes whose evaluation failed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
+    """The nodes of RUN: number (what `cutegen show` and `export` take), depth, move,
+    verdict, speedup and, for failures, the message."""
+    from cutegen.cli_search_view import strip_ansi
+    from cutegen.cli_table import print_table
+
+    with contextlib.closing(api.open_store(db, must_exist=True, readonly=True)) as storage:
+        run = storage.get_run(run_name)
+        rows: list[dict[str, Any]] = []
+        for n in storage.get_nodes(run.id):
+            ev = storage.get_evaluation(n.id)
+            if failed and (ev is None or ev.ok):
+                continue
+            rows.append({"node": n.id, "parent": n.parent_id, "depth": n.depth,
+                         "state": n.state.label, "move": n.move.description,
+                         "verdict": ev.verdict.value if ev else None,
+                         "speedup": ev.speedup_eager if ev else None,
+                         "message": strip_ansi(ev.message) if ev and not ev.ok else ""})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    print_table(["node", "depth", "verdict", "speedup", "move", "message"],
+                [[str(r["node"]), str(r["depth"]), r["verdict"] or r["state"],
+                  f"{r['speedup']:.2f}x" if r["speedup"] else "-", r["move"],
+                  r["message"].splitlines()[0][:200] if r["message"] else ""] for r in rows])
+
+
+@click.command("rm")
+@click.argument("run_names", nargs=-1, required=True, metavar="RUN...")
+@db_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+def rm_cmd(run_names: tuple[str, ...], db: str, yes: bool) -> None:
+    """Remove RUNs from the store, with their files (runs/<run>/). A run that a live
+    search holds is refused."""
+    from cutegen.search._session import pid_alive
+    from cutegen.errors import RunLockedError
+
+    with contextlib.closing(api.open_store(db, must_exist=True)) as storage:
+        runs = [storage.get_run(n) for n in run_names]
+        for run in runs:
+            live = [s for s in storage.get_sessions(run.id)
+                    if s.ended_at is None and time.time() - s.heartbeat_at < 120
+                    and pid_alive(s.host, s.pid)]
+            if live:
+                raise RunLockedError(f"run {run.name!r} is being searched (pid {live[0].pid} "
+                                     f"on {live[0].host}); stop it first")
+        if not yes:
+            click.confirm(f"remove {len(runs)} run(s) and their files from {db}?", abort=True,
+                          err=True)
+        for run in runs:
+            storage.delete_run(run.id)
+            click.echo(f"removed run {run.name}", err=True)
+
+
 def register(cli: click.Group) -> None:
     """Attach the search commands to the ``cutegen`` group."""
-    for cmd in (search_cmd, resume_cmd, status_cmd, show_cmd):
+    for cmd in (search_cmd, resume_cmd, status_cmd, nodes_cmd, show_cmd, rm_cmd):
         cli.add_command(cmd)
 

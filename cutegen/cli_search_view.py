@@ -3,14 +3,21 @@ and JSON on stdout. Pure formatting over the store; no search logic."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without terminal colour codes (older stored messages carry them)."""
+    return _ANSI.sub("", text)
 
 
 def _speed(x: float | None) -> str:
@@ -103,7 +110,8 @@ def run_status(storage: Any, run: Any, *, detail: bool) -> dict[str, Any]:
     sessions = storage.get_sessions(run.id)
     live = any(s.ended_at is None and time.time() - s.heartbeat_at < params.stale_after_s
                for s in sessions)
-    state = "interrupted" if run.status == "running" and not live else run.status
+    # a run whose session died (kill -9, a crash) is stopped: nothing is running it
+    state = "stopped" if run.status in ("running", "created") and not live else run.status
     row: dict[str, Any] = {
         "run": run.name, "task": run.config.task_name, "state": state,
         "evaluations": len(results), "verdicts": counts,
@@ -136,13 +144,15 @@ def print_status(rows: list[dict[str, Any]], *, detail: bool) -> None:
     if not rows:
         click.echo("no runs in this store yet (start one with `cutegen search TASK`)")
         return
-    tab = Table("run", "task", "state", "evals", "verdicts", "best")
+    from cutegen.cli_table import print_table
+
+    table = []
     for r in rows:
         verdicts = " ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
         best = (f"{_speed(r['best_speedup'])} (node {r['best_node']})"
                 if r["best_node"] else "-")
-        tab.add_row(r["run"], r["task"], r["state"], str(r["evaluations"]), verdicts, best)
-    console.print(tab)
+        table.append([r["run"], r["task"], r["state"], str(r["evaluations"]), best, verdicts])
+    print_table(["run", "task", "state", "evals", "best", "verdicts"], table)
     if detail:
         r = rows[0]
         console.print(f"task file {r['task_path']} ({r['task_sha256'][:12]}), {r['nodes']} "
@@ -174,7 +184,7 @@ def node_detail(storage: Any, node: Any) -> dict[str, Any]:
             "guidance": [g for p in profiles for g in p.guidance],
             "profiles": [{"profiler": p.profiler, "status": p.status,
                           "seconds": round(p.seconds, 2), "artifact": p.artifact_path,
-                          "findings": [dict(f) for f in p.findings],
+                          "findings": [f.to_dict() for f in p.findings],
                           "guidance": list(p.guidance)} for p in profiles],
             "lessons": lessons, "source": storage.get_source(node.id)}
 

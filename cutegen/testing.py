@@ -167,7 +167,7 @@ class FakeEvaluator:
     def _evaluate(self, candidate: CandidateSource) -> Evaluation:
         verdict = self.verdict_of(candidate.code)
         gpu = "FakeGPU" if self.device is None else f"FakeGPU:{self.device}"
-        common = dict(candidate_sha256=candidate.sha256, task_sha256=self.task_sha256,
+        common: dict[str, Any] = dict(candidate_sha256=candidate.sha256, task_sha256=self.task_sha256,
                       gpu=gpu)
         if not verdict.ok:
             return Evaluation(stage=_STAGE_OF.get(verdict, Stage.VERIFY), verdict=verdict,

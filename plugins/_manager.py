@@ -18,7 +18,7 @@ import importlib.metadata
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 
@@ -124,7 +124,7 @@ def _collect(pm: pluggy.PluginManager) -> list[tuple[str, Profiler]]:
     """``(plugin name, profiler)`` for every profiler every plugin registers."""
     out: list[tuple[str, Profiler]] = []
     for impl in reversed(pm.hook.register_profilers.get_hookimpls()):
-        result = impl.function()
+        result: Any = impl.function()
         if result is None:
             continue
         try:
@@ -215,11 +215,12 @@ def plugin_info(pm: pluggy.PluginManager) -> tuple[PluginInfo, ...]:
             ok, err = False, f"is_available() raised {type(e).__name__}: {e}"
         by_plugin.setdefault(plugin, []).append(ProfilerInfo(prof.name, ok, err))
     out = []
-    for name, plugin in sorted(pm.list_name_plugin()):
+    for name, module in sorted(pm.list_name_plugin()):
+        plugin = cast(Any, module)
         if plugin is None:
             continue
         dist = eps[name].dist if name in eps else None
-        version = dist.version if dist else getattr(plugin, "__version__", None)
+        version = dist.version if dist else str(getattr(plugin, "__version__", "") or "") or None
         hooks = tuple(sorted(h.name for h in pm.get_hookcallers(plugin) or ()))
         out.append(PluginInfo(name, version, dist.name if dist else None, hooks,
                               tuple(by_plugin.get(name, ()))))

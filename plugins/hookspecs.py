@@ -38,6 +38,7 @@ def register_profilers() -> Sequence[Profiler]:
     all loaded plugins. Called whenever the profilers are listed or a search starts, so
     keep it cheap: construct objects, do not probe tools here (that is ``is_available``).
     """
+    return ()
 
 
 @hookspec

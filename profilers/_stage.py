@@ -14,7 +14,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cutegen.errors import ConfigError, PluginError
 from cutegen.profilers._base import (
@@ -62,7 +62,7 @@ def classify(
     n_kernels = len(evaluation.kernels)
     rl = evaluation.roofline
     frac = evaluation.roofline_fraction
-    common = {"roofline": rl.kind if rl else None, "fraction": frac, "time_us": t,
+    common: dict[str, Any] = {"roofline": rl.kind if rl else None, "fraction": frac, "time_us": t,
               "n_kernels": n_kernels}
     if t < short_kernel_us and (frac is None or frac < 0.5):
         return Bottleneck(
@@ -215,7 +215,8 @@ def hints(reports: Sequence[ProfileReport]) -> dict[str, FindingValue]:
     The first report that sets a key wins. Keys the built-ins set (value in brackets):
     ``hint.vector_width`` (target bits of global accesses), ``hint.spills`` (local loads +
     stores), ``hint.tensor_cores`` (``"wgmma"``), ``hint.precision`` (what the MMAs compute
-    in, when undeclared), ``hint.occupancy`` (fraction), ``hint.coalescing`` (% of fetched
+    in, when undeclared), ``hint.occupancy`` (what limits it: "registers",
+    "shared_memory", "warps", "blocks" or "unknown"), ``hint.coalescing`` (% of fetched
     bytes used), ``hint.dram`` (% of DRAM peak), ``hint.stall`` (top stall reason),
     ``hint.tensor_pipe`` (% busy), ``hint.fuse_kernels`` (kernels per call),
     ``hint.launch_overhead`` (host us per call), ``hint.memcpy`` (copies per call).

@@ -207,6 +207,7 @@ class EnergyProfiler:
         if result is None or result.seconds is None:
             return failed(Status.FAILED, "the launcher printed no CUTEGEN_LAUNCH_RESULT line with "
                                          f"t0_ns/t1_ns (does it honour {protocol.ENV_REPEAT}?)")
+        joules: float | None
         if result.energy_mj is not None and result.energy_mj[1] > result.energy_mj[0]:
             joules, source = (result.energy_mj[1] - result.energy_mj[0]) / 1e3, "launcher"
         else:

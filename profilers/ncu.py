@@ -193,8 +193,11 @@ def _hints(k: NcuKernel, kind: BottleneckKind) -> list[Finding]:
         limits = {n: v for n in ("registers", "shared_mem", "warps", "blocks")
                   if (v := num(f"launch__occupancy_limit_{n}")) is not None}
         limiter = min(limits, key=lambda n: limits[n]) if limits else "unknown"
+        limiter = "shared_memory" if limiter == "shared_mem" else limiter
         theo = num("sm__maximum_warps_per_active_cycle_pct")
-        tips.append(Finding("hint.occupancy", round(achieved / 100, 4),
+        tips.append(Finding("ncu.achieved_occupancy", round(achieved / 100, 4)))
+        # the value is what limits it: the rewriter's rules key on that, not on the text
+        tips.append(Finding("hint.occupancy", limiter,
                             f"achieved occupancy {achieved:.0f}%"
                             + (f" (theoretical {theo:.0f}%)" if theo is not None else "")
                             + f", limited by {limiter.replace('_', ' ')}: too few warps to hide latency"))

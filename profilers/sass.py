@@ -64,6 +64,7 @@ class SassProfiler:
             if tool is None:
                 notes.append("no SASS given and nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
             for cubin in cubins if tool is not None else ():
+                assert tool is not None
                 left = timeout_s - (time.monotonic() - t0)
                 run = run_tool([tool, "-c", str(cubin)], timeout_s=max(1.0, left),
                                env=target.child_env())
@@ -234,7 +235,8 @@ def _resource_findings(
             Finding("sass.occupancy_limiter", occ.limiter),
         ]
         if occ.fraction < LOW_OCCUPANCY and occ.limiter in ("registers", "shared_memory"):
-            tips.append(Finding("hint.occupancy", round(occ.fraction, 4),
+            # the value is what limits it (the fraction is sass.occupancy)
+            tips.append(Finding("hint.occupancy", occ.limiter,
                                 f"occupancy {occ.fraction:.0%} limited by {occ.limiter.replace('_', ' ')}"
                                 f" ({regs} regs x {main.threads_per_block} threads): fewer registers"
                                 " or smaller tiles hide latency better"))

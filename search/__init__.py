@@ -11,7 +11,8 @@ from cutegen.search._budget import Budget, Usage
 from cutegen.search._node import ROOT, FrozenNode
 from cutegen.search._params import SearchParams
 from cutegen.search._policy import RewardParams, Widening
-from cutegen.search._report import NodeHandle, ProfileHook, RunSummary, StepReport
+from cutegen.search._profile_hook import ProfileHook, profile_hook
+from cutegen.search._report import NodeHandle, RunSummary, StepReport
 from cutegen.search._search import Search
 from cutegen.search._session import check_resume
 from cutegen.search._state import NodeState
@@ -35,4 +36,5 @@ __all__ = [
     "check_resume",
     "gate",
     "mann_whitney_less",
+    "profile_hook",
 ]

@@ -13,19 +13,18 @@ current best beyond noise:
    anything short of both, keep the older best.
 
 The U statistic counts the (new, old) sample pairs where the new time is smaller (ties
-count one half). For small samples without ties (both sizes <= 20) the p-value is exact,
-from the distribution of U over all orderings; otherwise it uses the normal approximation
-with the tie-corrected variance and a continuity correction. The test makes no normality
-assumption, which suits GPU timings (skewed, with outliers).
+count one half). The test is scipy's ``mannwhitneyu``: exact for small samples without ties
+(both sizes <= 20), otherwise the normal approximation with the tie-corrected variance and a
+continuity correction. It makes no normality assumption, which suits GPU timings (skewed,
+with outliers).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from typing import Any
 
 from cutegen.codegen.evaluation import Timing, Verdict
 from cutegen.search.storage import BestDecision, StoredResult
@@ -61,42 +60,13 @@ class GateResult:
     n_old: int = 0
 
 
-def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
-    """Average ranks (1-based) of ``values`` and the sizes of tied groups."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    ties: list[int] = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        avg = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = avg
-        if j > i:
-            ties.append(j - i + 1)
-        i = j + 1
-    return ranks, ties
-
-
-@cache
-def _u_counts(m: int, n: int) -> tuple[int, ...]:
-    """Number of orderings of m + n distinct values giving each U in 0..m*n."""
-    if m == 0 or n == 0:
-        return (1,)
-    a = _u_counts(m - 1, n)  # largest value from the first sample: +n pairs
-    b = _u_counts(m, n - 1)  # largest value from the second: +0
-    out = [0] * (m * n + 1)
-    for u, c in enumerate(a):
-        out[u + n] += c
-    for u, c in enumerate(b):
-        out[u] += c
-    return tuple(out)
-
-
 def mann_whitney_less(new: Sequence[float], old: Sequence[float]) -> tuple[float, float]:
     """One-sided Mann-Whitney U test that ``new`` tends to be smaller than ``old``.
+
+    scipy's ``mannwhitneyu`` computes it; this wrapper only fixes the orientation and the
+    method: exact for small samples without ties, the tie-corrected normal approximation
+    with continuity correction otherwise (scipy's "exact" refuses ties, so they go
+    "asymptotic").
 
     Returns:
         (U, p): U = #pairs with new < old (+1/2 per tie); p = P(U' >= U) under H0.
@@ -104,23 +74,16 @@ def mann_whitney_less(new: Sequence[float], old: Sequence[float]) -> tuple[float
     Raises:
         ValueError: an empty sample.
     """
-    n1, n2 = len(new), len(old)
-    if n1 == 0 or n2 == 0:
+    from scipy.stats import mannwhitneyu
+
+    if not new or not old:
         raise ValueError("Mann-Whitney needs two non-empty samples")
-    ranks, ties = _ranks([*new, *old])
-    r_old = sum(ranks[n1:])
-    u = r_old - n2 * (n2 + 1) / 2
-    if not ties and n1 <= _EXACT_MAX and n2 <= _EXACT_MAX:
-        counts = _u_counts(n1, n2)
-        tail = sum(counts[math.ceil(u - 1e-9):])
-        return u, tail / math.comb(n1 + n2, n1)
-    n = n1 + n2
-    tie_term = sum(t**3 - t for t in ties) / (n * (n - 1)) if n > 1 else 0.0
-    var = n1 * n2 / 12 * ((n + 1) - tie_term)
-    if var <= 0:
-        return u, 1.0
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
-    return u, 0.5 * math.erfc(z / math.sqrt(2))
+    exact = (len(new) <= _EXACT_MAX and len(old) <= _EXACT_MAX
+             and len(set(new) | set(old)) == len(new) + len(old))
+    # scipy's U is for its first argument: old vs new, "greater" = new tends to be smaller
+    res = mannwhitneyu(list(old), list(new), alternative="greater",
+                       method="exact" if exact else "asymptotic", use_continuity=True)
+    return float(res.statistic), float(res.pvalue)
 
 
 def worth_retiming(*, best_speedup: float | None, best_time_us: float | None,
@@ -153,7 +116,7 @@ def gate(*, old: Timing | None, new: Timing | None, params: GateParams) -> GateR
     u, p = mann_whitney_less(xs, ys)
     m_new, m_old = statistics.median(xs), statistics.median(ys)
     imp = 1.0 - m_new / m_old if m_old > 0 else 0.0
-    stats = dict(p_value=p, u_statistic=u, median_new_us=m_new, median_old_us=m_old,
+    stats: dict[str, Any] = dict(p_value=p, u_statistic=u, median_new_us=m_new, median_old_us=m_old,
                  improvement=imp, n_new=len(xs), n_old=len(ys))
     if p >= params.alpha:
         return GateResult(False, f"not significantly faster (one-sided Mann-Whitney p={p:.3g}"

@@ -17,8 +17,7 @@ from cutegen.codegen.evaluation import Evaluation
 from cutegen.errors import ConfigError, StorageError
 from cutegen.search._node import FrozenNode
 from cutegen.search._report_data import find_source, tolerance_text
-from cutegen.search.storage import BaseStorage, FrozenRun
-from cutegen.search.storage._blobs import write_atomic
+from cutegen.search.storage import BaseStorage, FrozenRun, write_atomic
 
 RULE = "# " + "-" * 86
 
@@ -51,10 +50,10 @@ def _evaluation_lines(ev: Evaluation | None, task_name: str, task_path: str) -> 
     if ev.flags:
         out.append(f"  flags: {', '.join(ev.flags)}")
     if ev.timing is not None:
-        t = ev.timing
-        out.append(f"Timed: {t.method}; {t.n} samples")
-        out.append(f"  this kernel    {t.median_us:12,.2f} us median (p10 {t.p10_us:,.2f}, "
-                   f"p90 {t.p90_us:,.2f})")
+        timing = ev.timing
+        out.append(f"Timed: {timing.method}; {timing.n} samples")
+        out.append(f"  this kernel    {timing.median_us:12,.2f} us median (p10 {timing.p10_us:,.2f}, "
+                   f"p90 {timing.p90_us:,.2f})")
         for name, base, sp in (("PyTorch eager", ev.eager, ev.speedup_eager),
                                ("torch.compile", ev.compiled, ev.speedup_compile)):
             if base is not None and sp is not None:

@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import functools
 import logging
 import queue
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cutegen.codegen.backend import Aborts, AsyncEvaluator, Prepares
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.errors import BudgetExceededError, ConfigError, InfrastructureError
 from cutegen.search._report import NodeHandle, RunSummary, StepReport
@@ -71,11 +73,11 @@ class _Driver:
     def __init__(self, search: Search, should_stop: Callable[[], bool] | None,
                  on_step: Callable[[StepReport], None] | None) -> None:
         ev = search.evaluator
-        if not callable(getattr(ev, "submit", None)):
+        if not isinstance(ev, AsyncEvaluator):
             raise ConfigError(f"params.parallel = {search.params.parallel} needs an evaluator "
                               "that accepts work asynchronously (a GpuPool, local or over Ray); "
                               f"{type(ev).__name__} does not")
-        self.search, self.ev = search, ev
+        self.search, self.ev = search, ev  # an AsyncEvaluator from here on
         self.should_stop, self.on_step = should_stop, on_step
         self.width = search.params.parallel
         self.in_order = search.params.tell_in_order
@@ -83,7 +85,7 @@ class _Driver:
         self.arrived: queue.SimpleQueue[int] = queue.SimpleQueue()
 
     def capacity(self) -> int:
-        return int(getattr(self.ev, "capacity", 1))
+        return int(self.ev.capacity)
 
     def fill(self) -> tuple[str, str] | None:
         """Ask and submit until the window is full; a (reason, status) ends the run."""
@@ -107,8 +109,11 @@ class _Driver:
             nid = handle.node.id
             self.flight[nid] = _Flight(handle, fut)
             if not self.in_order:
-                fut.add_done_callback(lambda _f, nid=nid: self.arrived.put(nid))
+                fut.add_done_callback(functools.partial(self._arrived, nid))
         return None
+
+    def _arrived(self, nid: int, _future: object) -> None:
+        self.arrived.put(nid)
 
     def next_done(self) -> int:
         """The node whose result is told next (waits for it; a timeout keeps ^C working)."""
@@ -152,9 +157,8 @@ class _Driver:
     def abandon(self) -> None:
         for f in self.flight.values():
             f.future.cancel()
-        abort = getattr(self.ev, "abort", None)
-        if abort is not None:
-            abort()
+        if isinstance(self.ev, Aborts):
+            self.ev.abort()
 
 
 def run_parallel(search: Search, *, should_stop: Callable[[], bool] | None = None,
@@ -168,9 +172,8 @@ def run_parallel(search: Search, *, should_stop: Callable[[], bool] | None = Non
         StorageError: a commit failed.
     """
     d = _Driver(search, should_stop, on_step)
-    prepare = getattr(d.ev, "prepare", None)
-    if prepare is not None:
-        prepare()  # baselines measured in this thread: pool threads never write the store
+    if isinstance(d.ev, Prepares):
+        d.ev.prepare()  # baselines measured in this thread: pool threads never write the store
     end: tuple[str, str] | None = None
     try:
         while True:

@@ -76,6 +76,16 @@ class SearchParams:
         if self.heartbeat_s <= 0 or self.stale_after_s <= self.heartbeat_s:
             raise ValueError("need 0 < heartbeat_s < stale_after_s")
 
+    @staticmethod
+    def for_rewriter(rewriter: str) -> SearchParams:
+        """The defaults for a rewriter: the builtin one has only cheap moves, the llm one
+        only expensive ones, mixed both."""
+        if rewriter == "builtin":
+            return SearchParams(expensive=None)
+        if rewriter == "llm":
+            return SearchParams(cheap=None)
+        return SearchParams()
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["reward"]["penalties"] = dict(self.reward.penalties)

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.search._budget import Usage
 from cutegen.search._node import FrozenNode
-
-#: ``profile_hook(node, evaluation) -> one-line guidance strings``; called for successful
-#: nodes before their commit; the lines are stored and given to rewriters expanding them.
-ProfileHook = Callable[[FrozenNode, Evaluation], tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,8 +202,7 @@ def _path_steps(storage: BaseStorage, node: FrozenNode) -> tuple[PathStep, ...]:
             if p.status != "ok":
                 status.append(f"{p.profiler}: {p.status}")
             for f in p.findings:
-                findings.append((p.profiler, f"{f.get('key', '?')} = {f.get('value', '')}",
-                                 str(f.get("summary", ""))))
+                findings.append((p.profiler, f"{f.key} = {f.value}", f.summary))
         ratio = parent_time / t if parent_time and t else None
         steps.append(PathStep(n.id, n.move.description, n.move.kind,
                               ev.verdict.value if ev else None, t,

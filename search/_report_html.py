@@ -32,8 +32,7 @@ from cutegen.search._report_svg import (
     tree_layout,
     tree_svg,
 )
-from cutegen.search.storage import BaseStorage, FrozenRun, Session
-from cutegen.search.storage._blobs import write_atomic
+from cutegen.search.storage import BaseStorage, FrozenRun, Session, write_atomic
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d1d1f;margin:0;
@@ -179,7 +178,8 @@ def _path(r: RunReport) -> str:
 def _findings(r: RunReport) -> str:
     """Guidance (``hint.*`` findings) in one table, then each node's and profiler's raw
     findings folded away: a profiled node carries dozens of metrics."""
-    hints, groups = [], {}
+    hints: list[tuple[int, str, str]] = []
+    groups: dict[tuple[int, str], list[tuple[str, str, str]]] = {}
     for s in r.path:
         for prof, kv, summ in s.findings:
             key, _, value = kv.partition(" = ")

@@ -10,7 +10,8 @@ optional delayed-profiling hook. One iteration is::
             (rewriter proposals stored as WAITING nodes, one commit), then claim it (RUNNING)
     evaluate in the evaluator's worker process, heartbeats running meanwhile
     tell(): profile hook (correct nodes), lesson, gated best (may re-time), then ONE commit
-            of evaluation + profile + lesson + best decision + dead-end prunes + COMPLETE
+            of evaluation + profile reports + lesson + best decision + dead-end prunes +
+            COMPLETE
 
 Every state change is a committed row, and every random choice draws from
 ``random.Random(f"{seed}:{node}:{cost}:{n_children}")``, facts that are stored, so a run
@@ -34,12 +35,14 @@ from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
 from cutegen.codegen.rewriters.base import RewriteContext, Rewriter
 from cutegen.codegen.tasks import Task
 from cutegen.errors import BudgetExceededError, CuteGenError, InfrastructureError, StorageError
+from cutegen.profilers import Finding
 from cutegen.search import _best, _policy
 from cutegen.search._budget import Budget, Usage
 from cutegen.search._memory import Memory, classify
 from cutegen.search._node import ROOT, FrozenNode
 from cutegen.search._params import SearchParams
-from cutegen.search._report import NodeHandle, ProfileHook, RunSummary, StepReport
+from cutegen.search._profile_hook import STAGE1, ProfileHook
+from cutegen.search._report import NodeHandle, RunSummary, StepReport
 from cutegen.search._session import HOST, Heartbeat, SetView, log, pid_alive
 from cutegen.search._state import NodeState
 from cutegen.search._tree import ResultFact, Selection, TreeCache
@@ -52,6 +55,7 @@ from cutegen.search.storage import (
     PruneRecord,
     Session,
     StoredResult,
+    SweepsTemporaries,
 )
 
 _GPU_STAGES = ("verify", "benchmark")
@@ -115,9 +119,8 @@ class Search:
         if requeued:
             log.warning("requeued %d node(s) left RUNNING by a dead session: %s",
                         len(requeued), [n.id for n in requeued])
-        sweep = getattr(self.storage, "sweep_temporaries", None)
-        if sweep is not None:
-            sweep(run_id)
+        if isinstance(self.storage, SweepsTemporaries):
+            self.storage.sweep_temporaries(run_id)
         self._load()
         for nid in list(self._waiting):
             if self._nodes[nid].attempts >= self.params.max_attempts:
@@ -232,12 +235,23 @@ class Search:
         if v == ROOT:
             return RewriteContext(task=self.task, lessons=self._memory.views(), seen_sources=seen)
         node = self._nodes[v]
-        guidance = tuple(g for p in self.storage.get_profiles(v) for g in p.guidance)
         return RewriteContext(
             task=self.task, parent=CandidateSource(self.storage.get_source(v), node.origin),
-            evaluation=self.storage.get_evaluation(v), guidance=guidance,
+            evaluation=self.storage.get_evaluation(v), findings=self._findings(v),
             lessons=self._memory.views(), depth=node.depth, seen_sources=seen,
             banned_moves=self._memory.banned_moves(node.source_sha256))
+
+    def _findings(self, node_id: int) -> tuple[Finding, ...]:
+        """What the profilers found on a node, for its rewriter: the stage-1 class and
+        every hint of the reports that ran, each once."""
+        out: dict[tuple[str, str], Finding] = {}
+        for p in self.storage.get_profiles(node_id):
+            if p.status != "ok" or p.profiler == "profile_hook":  # an older run's digest
+                continue
+            for f in p.findings:
+                if f.is_hint or p.profiler == STAGE1:
+                    out.setdefault((f.key, str(f.value)), f)
+        return tuple(out.values())
 
     def evaluate(self, handle: NodeHandle) -> Evaluation:
         """Evaluate a claimed node; an infrastructure error requeues it and propagates.
@@ -268,16 +282,15 @@ class Search:
             self._eval_s.append(self._clock() - asked)
         reward = _policy.reward(verdict=ev.verdict, speedup=ev.speedup_eager,
                                 params=self.params.reward)
-        profile = None
+        profiles: tuple[ProfileRecord, ...] = ()
+        profile_s = 0.0
         if ev.verdict.ok and self.profile_hook is not None:
             t0 = self._clock()
-            guidance = tuple(self.profile_hook(node, ev))
-            profile = ProfileRecord(node.id, "profile_hook", "ok", guidance,
-                                    seconds=self._clock() - t0)
+            profiles = tuple(self.profile_hook(node, ev))
+            profile_s = self._clock() - t0
         # GPU time of this node: verify + benchmark stages, plus profiling (charged here so
         # the budget survives a resume: it is summed from the evaluations rows)
-        gpu_s = (sum(float(ev.stage_seconds.get(k, 0.0)) for k in _GPU_STAGES)
-                 + (profile.seconds if profile is not None else 0.0))
+        gpu_s = sum(float(ev.stage_seconds.get(k, 0.0)) for k in _GPU_STAGES) + profile_s
         result = StoredResult(0, node.id, ev.verdict, reward, ev.time_us, ev.speedup_eager,
                               ev.speedup_compile, gpu_s)
         lesson = None
@@ -290,10 +303,10 @@ class Search:
         except InfrastructureError as e:
             self._lose(node, f"re-timing failed: {e}")
             raise
-        return self._commit(node, ev, result, profile, lesson, decision)
+        return self._commit(node, ev, result, profiles, lesson, decision)
 
     def _commit(self, node: FrozenNode, ev: Evaluation, result: StoredResult,
-                profile: ProfileRecord | None, lesson: LessonRecord | None,
+                profiles: tuple[ProfileRecord, ...], lesson: LessonRecord | None,
                 decision: BestDecision | None,
                 state: NodeState = NodeState.COMPLETE) -> StepReport:
         session = self._require_open()
@@ -305,7 +318,7 @@ class Search:
                                        f"{current.session_id}; this result is dropped")
                 rid = self.storage.record_evaluation(node.id, ev, reward=result.reward,
                                                      gpu_seconds=result.gpu_seconds)
-                if profile is not None:
+                for profile in profiles:
                     self.storage.record_profile(profile)
                 if lesson is not None:
                     self.storage.add_lesson(lesson)
@@ -395,7 +408,7 @@ class Search:
                                          child_result=result)
         if node.id in self._waiting:
             self._waiting.remove(node.id)
-        self._commit(node, ev, result, None, lesson, None, state=NodeState.FAILED)
+        self._commit(node, ev, result, (), lesson, None, state=NodeState.FAILED)
 
     def step(self) -> StepReport | None:
         """One iteration (ask, evaluate, tell); None when the tree is exhausted."""

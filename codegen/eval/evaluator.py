@@ -702,9 +702,3 @@ def _device_pids() -> dict[int, set[int]]:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
-
-
-def make_evaluator(task: Task, options: EvalOptions, run_dir: Path, *,
-                   baseline_cache: BaselineCache | None = None) -> LocalEvaluator:
-    """The evaluator the CLI uses: a :class:`LocalEvaluator` for this machine."""
-    return LocalEvaluator(task, options, run_dir=run_dir, baseline_cache=baseline_cache)

@@ -14,12 +14,11 @@ profiler-guided knob changes.
     when it fuses them, keeping the parent's knob values;
   - kind **"tunable"** with a ``"hint"`` param: the knob change a profiler finding asks for.
 
-**Profiler hints.** ``RewriteContext.guidance`` holds the one-line summaries of ``hint.*``
-findings (see ``cutegen.profilers.guidance``). :data:`HINT_RULES` matches them by phrase
-(the sass profiler's "use 128-bit vectorized copies", "local-memory loads/stores",
-"occupancy ... limited by registers"; ncu's "too few warps", "top warp stall: long
-scoreboard"; the timeline's "fuse them into one kernel") and turns each into preferred
-moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
+**Profiler hints.** ``RewriteContext.findings`` holds the parent's ``hint.*`` findings.
+:data:`HINT_RULES` matches them by key and value, never by wording (the sass profiler's
+``hint.vector_width`` and ``hint.spills``; ``hint.occupancy`` whose value is what limits it:
+"registers", "shared_memory", "warps" or "blocks"; ``hint.stall`` = "long_scoreboard";
+the timeline's ``hint.fuse_kernels``) and turns each into preferred moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
 ``vals_per_thread`` / ``rows_per_thread`` down for spills and register-limited occupancy,
 up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too few warps) or
 the fuse move. Those
@@ -54,38 +53,41 @@ from cutegen.codegen.families.taskmodule import TaskModuleError
 from cutegen.codegen.rewriters.base import Move, Proposal, RewriteContext
 from cutegen.codegen.tasks import Task
 from cutegen.errors import CandidateError
+from cutegen.profilers import Finding
 
 
 @dataclass(frozen=True, slots=True)
 class HintRule:
-    """A guidance phrase and the moves it asks for: (knob, +1 / -1) steps, or "fuse"."""
+    """A profiler finding (its key, and the values it answers; empty: any value) and the
+    moves it asks for: (knob, +1 / -1) steps, or "fuse"."""
 
     key: str
-    pattern: str
+    values: tuple[str, ...] = ()
     steps: tuple[tuple[str, int], ...] = ()
     fuse: bool = False
 
+    def matches(self, finding: Finding) -> bool:
+        return finding.key == self.key and (not self.values or str(finding.value) in self.values)
+
 
 HINT_RULES: tuple[HintRule, ...] = (
-    HintRule("hint.vector_width", r"128-bit vectorized", (("vec_bits", +1), ("pw_vec_bits", +1))),
-    HintRule("hint.spills", r"local-memory loads/stores|register spills",
+    HintRule("hint.vector_width", (), (("vec_bits", +1), ("pw_vec_bits", +1))),
+    HintRule("hint.spills", (),
              (("vals_per_thread", -1), ("rows_per_thread", -1), ("pw_rows_per_thread", -1))),
-    HintRule("hint.occupancy", r"occupancy .*limited by registers",
-             (("vals_per_thread", -1), ("rows_per_thread", -1))),
-    HintRule("hint.occupancy", r"too few warps", (("cta_threads", +1), ("threads", +1),
-                                                  ("vals_per_thread", -1))),
-    HintRule("hint.stall", r"stall: long.scoreboard",
+    HintRule("hint.occupancy", ("registers",), (("vals_per_thread", -1), ("rows_per_thread", -1))),
+    HintRule("hint.occupancy", ("warps", "blocks"), (("cta_threads", +1), ("threads", +1),
+                                                     ("vals_per_thread", -1))),
+    HintRule("hint.stall", ("long_scoreboard",),
              (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1))),
-    HintRule("hint.fuse_kernels", r"fuse them into one kernel", fuse=True),
+    HintRule("hint.fuse_kernels", (), fuse=True),
 )
 
 #: Hint rules for gemm parents (knobs of :func:`cutegen.codegen.families.gemm.gemm_knobs`).
 GEMM_HINT_RULES: tuple[HintRule, ...] = (
-    HintRule("hint.occupancy", r"limited by shared[ _]mem", (("stages", -1),)),
-    HintRule("hint.tensor_pipe", r"tensor pipe busy",
-             (("stages", +1), ("tile_n", +1), ("cluster_m", +1))),
-    HintRule("hint.stall", r"stall: long.scoreboard", (("stages", +1),)),
-    HintRule("hint.spills", r"local-memory loads/stores|register spills", (("tile_n", -1),)),
+    HintRule("hint.occupancy", ("shared_memory",), (("stages", -1),)),
+    HintRule("hint.tensor_pipe", (), (("stages", +1), ("tile_n", +1), ("cluster_m", +1))),
+    HintRule("hint.stall", ("long_scoreboard",), (("stages", +1),)),
+    HintRule("hint.spills", (), (("tile_n", -1),)),
 )
 #: Initial gemm candidates besides the default: (label, knob values), each used when its
 #: values are allowed choices that differ from the defaults.
@@ -230,11 +232,10 @@ def read_family(code: str) -> dict | None:
     return None
 
 
-def hint_rules(guidance: tuple[str, ...],
+def hint_rules(findings: Sequence[Finding],
                rules: tuple[HintRule, ...] = HINT_RULES) -> list[HintRule]:
-    """The rules whose phrase appears in the guidance lines, in ``rules`` order."""
-    text = "\n".join(guidance)
-    return [r for r in rules if re.search(r.pattern, text, re.IGNORECASE)]
+    """The rules some finding matches, in ``rules`` order."""
+    return [r for r in rules if any(r.matches(f) for f in findings)]
 
 
 def _step(values: tuple, current: object, direction: int) -> object | None:
@@ -260,7 +261,7 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
     if fam.get("family") == "gemm":
         yield from gemm_moves(ctx, code, tunables)
         return
-    rules = hint_rules(ctx.guidance)
+    rules = hint_rules(ctx.findings)
     for rule in rules:  # hinted knob steps first: the rewriter prefers them
         for name, direction in rule.steps:
             t = tunables.get(name)
@@ -343,7 +344,7 @@ def gemm_moves(ctx: RewriteContext, code: str, tunables: dict) -> Iterator[Propo
         return Proposal(CandidateSource(child, f"builtin:{desc}"),
                         Move(kind, desc, "cheap", params))
 
-    for rule in hint_rules(ctx.guidance, GEMM_HINT_RULES):
+    for rule in hint_rules(ctx.findings, GEMM_HINT_RULES):
         for name, direction in rule.steps:
             t = tunables.get(name)
             new = _step(t.choices, t.value, direction) if t else None

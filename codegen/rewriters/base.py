@@ -1,6 +1,6 @@
 """The rewriter seam: how the search asks for new candidates.
 
-A rewriter turns a parent node (its source, its Evaluation, profiler guidance, Lessons)
+A rewriter turns a parent node (its source, its Evaluation, profiler findings, Lessons)
 into proposals. Each proposal carries its :class:`Move`, so the search can record what the
 move did relative to the parent (a Lesson) and branch asymmetrically on the move's cost.
 """
@@ -15,6 +15,7 @@ from typing import Literal, Protocol, runtime_checkable
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.codegen.tasks import Task
+from cutegen.profilers import Finding
 
 CostClass = Literal["cheap", "expensive"]
 
@@ -71,7 +72,10 @@ class RewriteContext:
         task: the task being searched.
         parent: the parent candidate (None when proposing initial candidates).
         evaluation: the parent's Evaluation, when it has one.
-        guidance: one-line profiler findings for the parent (delayed profiling), if any.
+        findings: what the profilers found on the parent (delayed profiling), each once:
+            its stage-1 class (``stage1.bottleneck``) and the ``hint.*`` findings, whose
+            key and value say what to change and whose ``summary`` is the line a prompt
+            quotes.
         lessons: relevant Lessons from this and earlier runs in the store.
         banned_moves: move keys that failed the same way twice on this parent.
         depth: the parent's depth in the tree.
@@ -82,7 +86,7 @@ class RewriteContext:
     task: Task
     parent: CandidateSource | None = None
     evaluation: Evaluation | None = None
-    guidance: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
     lessons: tuple[LessonView, ...] = ()
     banned_moves: frozenset[str] = frozenset()
     depth: int = 0

@@ -4,7 +4,13 @@
 are tested by one shared suite. Records are frozen dataclasses from ``_records``.
 """
 
-from cutegen.search.storage._base import BaseStorage, StoreBaselineCache, check_run_name
+from cutegen.search.storage._base import (
+    BaseStorage,
+    StoreBaselineCache,
+    SweepsTemporaries,
+    check_run_name,
+)
+from cutegen.search.storage._blobs import write_atomic
 from cutegen.search.storage._inmemory import InMemoryStorage
 from cutegen.search.storage._records import (
     RUN_STATUSES,
@@ -37,5 +43,7 @@ __all__ = [
     "SqliteStorage",
     "StoreBaselineCache",
     "StoredResult",
+    "SweepsTemporaries",
     "check_run_name",
+    "write_atomic",
 ]

@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
@@ -73,6 +73,14 @@ def check_run_name(name: str) -> None:
             "starting with a letter or digit")
 
 
+@runtime_checkable
+class SweepsTemporaries(Protocol):
+    """A store that keeps blobs as files can remove the temporary files a killed writer
+    left behind (the search does it when it reopens a run)."""
+
+    def sweep_temporaries(self, run_id: int) -> int: ...
+
+
 class BaseStorage(abc.ABC):
     """Abstract store of runs, nodes and their facts. See the module docstring."""
 
@@ -103,6 +111,15 @@ class BaseStorage(abc.ABC):
         """Raises:
             ValueError: unknown status. StorageError: cannot write.
         """
+
+    def delete_run(self, run_id: int) -> None:
+        """Remove a run with everything stored for it (nodes, facts, files); lessons it
+        taught other runs go too. The caller makes sure no live session holds it.
+
+        Raises:
+            StorageError: the store cannot do it.
+        """
+        raise StorageError(f"{type(self).__name__} cannot delete runs")
 
     # -- sessions (the run's lease) ----------------------------------------------------
     @abc.abstractmethod

@@ -43,6 +43,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would outlive the rename
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -53,6 +54,13 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, so set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class BlobStore:

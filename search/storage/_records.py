@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cutegen.codegen.evaluation import Verdict
+from cutegen.profilers import Finding
 
 #: Run statuses. "running" on a run whose session died reads as "interrupted" in reports.
 RUN_STATUSES = ("created", "running", "stopped", "finished", "failed")
@@ -80,16 +81,26 @@ class StoredResult:
 
 @dataclass(frozen=True, slots=True)
 class ProfileRecord:
-    """One profiler's report on a node (the delayed-profiling hook stores one of these)."""
+    """One profiler's report on a node, stored in the node's commit.
+
+    The delayed-profiling hook returns one per profiler that ran, plus one named "stage1"
+    whose finding ``stage1.bottleneck`` is the stage-1 class. The findings are the facts;
+    the guidance a person or a prompt reads is derived from them (:attr:`guidance`).
+    """
 
     node_id: int
     profiler: str
     status: str  # "ok" | "unavailable" | "failed" | "timeout"
-    guidance: tuple[str, ...] = ()
-    findings: tuple[Mapping[str, Any], ...] = ()
+    findings: tuple[Finding, ...] = ()
     artifact_path: str | None = None
     seconds: float = 0.0
     created_at: float = 0.0
+    error: str = ""
+
+    @property
+    def guidance(self) -> tuple[str, ...]:
+        """The one-line summaries of the ``hint.*`` findings, in order."""
+        return tuple(f.summary for f in self.findings if f.is_hint and f.summary)
 
 
 @dataclass(frozen=True, slots=True)

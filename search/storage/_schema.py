@@ -196,9 +196,20 @@ def m003_readable_views(db: Database) -> None:
         LEFT JOIN evaluations be ON be.node_id = best.node_id""")
 
 
+def m004_one_record_per_fact(db: Database) -> None:
+    """A profile report's error; every field of the LLM client's call record (one record
+    for the client and the store: where it went, how its cost was arrived at, when it
+    started, whether it streamed or sent a schema)."""
+    db.table("profile_reports").add_column("error", str)
+    calls = db.table("llm_calls")
+    for name, kind in (("base_url", str), ("cost_basis", str), ("started_at", float),
+                       ("streamed", int), ("structured", int)):
+        calls.add_column(name, kind)
+
+
 #: Every schema step, oldest first.
 STEPS: tuple[Step, ...] = (m001_initial, m002_sessions_memory_and_records,
-                           m003_readable_views)
+                           m003_readable_views, m004_one_record_per_fact)
 
 
 def build_migrations(steps: Sequence[Step] = STEPS) -> Migrations:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -29,6 +30,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlite_utils import Database
 
@@ -54,7 +56,7 @@ from cutegen.search.storage._records import (
     Session,
     StoredResult,
 )
-from cutegen.search.storage._schema import STEPS, Step, apply_migrations
+from cutegen.search.storage._schema import STEPS, Step, apply_migrations, build_migrations
 from cutegen.search.storage._sqlite_records import SqliteRecordsMixin, guard, wrap_sqlite_error
 
 log = logging.getLogger("cutegen.search.storage")
@@ -66,8 +68,11 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0,
                  synchronous: str = "FULL", clock: Callable[[], float] = time.time,
-                 steps: Sequence[Step] = STEPS) -> None:
+                 steps: Sequence[Step] = STEPS, readonly: bool = False) -> None:
         """Open (creating if needed) and migrate the store.
+
+        With ``readonly`` nothing is created, migrated or written: the store is only read
+        (``cutegen status``, ``show``, ``report`` on a copy or a read-only mount).
 
         Raises:
             StorageError: cannot open, WAL cannot be enabled (e.g. read-only file or a
@@ -77,6 +82,10 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
         self._clock = clock
         self._lock = threading.RLock()
         self._blobs: dict[int, BlobStore] = {}
+        self.readonly = readonly
+        if readonly:
+            self._open_readonly(busy_timeout_s, steps)
+            return
         level = synchronous.upper()
         if level not in _SYNC_LEVELS:
             raise ValueError(f"synchronous must be one of {sorted(_SYNC_LEVELS)}")
@@ -109,6 +118,38 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
         log.info("store %s: SQLite %s, journal_mode=wal, synchronous=%s%s", self.path,
                  sqlite3.sqlite_version, level,
                  f", migrated {applied}" if applied else "")
+
+    def _open_readonly(self, busy_timeout_s: float, steps: Sequence[Step]) -> None:
+        """Open for reading only. On a read-only mount SQLite cannot create the WAL's
+        shared-memory file, so the file is then opened as immutable (what a checkpoint left
+        in the database file; a writer's uncheckpointed tail is not seen)."""
+        if not self.path.is_file():
+            raise StorageError(f"no store at {self.path}")
+        base = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        last: sqlite3.Error | None = None
+        for uri in (base, base + "&immutable=1"):
+            try:
+                conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as e:
+                last = e
+                continue
+            self._conn = conn
+            self._db = Database(conn, execute_plugins=False)
+            known = {s.__name__ for s in steps}
+            applied = {m.name for m in build_migrations(steps).applied(self._db)}
+            if applied != known:
+                conn.close()
+                raise StorageError(f"the store {self.path} has schema steps {sorted(applied)}, "
+                                   f"this cutegen reads {sorted(known)}: open it writable "
+                                   "once (any command that searches migrates it), or "
+                                   "upgrade cutegen")
+            self.durability = {"journal_mode": "read-only", "synchronous": "",
+                               "sqlite_version": sqlite3.sqlite_version}
+            return
+        raise wrap_sqlite_error(last or sqlite3.Error("unknown"),
+                                f"cannot open the store {self.path} for reading")
 
     def _enable_wal(self, busy_timeout_s: float) -> None:
         """Switch a new store to WAL, retrying while another process does the same: the
@@ -195,6 +236,21 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
                 "toolchain_json": json.dumps(dict(config.toolchain), sort_keys=True),
                 "status": "created", "created_at": self._clock()})
             return _run_from_row(self._rows("SELECT * FROM runs WHERE id = ?", (rid,))[0])
+
+    @guard
+    def delete_run(self, run_id: int) -> None:
+        folder = self.run_dir(run_id)
+        with self.atomic():
+            for table in ("llm_calls", "profile_reports", "lessons", "prunes", "best_history",
+                          "evaluations"):
+                self._conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            self._conn.execute("UPDATE nodes SET parent_id = NULL WHERE run_id = ?", (run_id,))
+            for table in ("nodes", "sessions"):
+                self._conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            self._conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self._blobs.pop(run_id, None)
+        if folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
     @guard
     def get_run(self, name: str) -> FrozenRun:
@@ -300,7 +356,8 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
             node = self.get_node(node_id)
             check_transition(node, state, expected)
             now = self._clock()
-            sets, params = ["state = ?"], [state.label]
+            sets: list[str] = ["state = ?"]
+            params: list[Any] = [state.label]
             if state == NodeState.RUNNING:
                 sets += ["heartbeat_at = ?", "session_id = ?"]
                 params += [now, session_id]
@@ -324,7 +381,8 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
     @guard
     def get_nodes(self, run_id: int, *, states: Collection[NodeState] | None = None
                   ) -> list[FrozenNode]:
-        sql, params = "SELECT * FROM nodes WHERE run_id = ?", [run_id]
+        sql = "SELECT * FROM nodes WHERE run_id = ?"
+        params: list[Any] = [run_id]
         if states is not None:
             labels = [s.label for s in states]
             sql += f" AND state IN ({', '.join('?' * len(labels))})"

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from cutegen.errors import StorageError
+from cutegen.profilers import Finding
 from cutegen.search.storage._records import (
     Baseline,
     BestDecision,
@@ -72,17 +73,16 @@ class SqliteRecordsMixin:
             self._insert("profile_reports", {
                 "run_id": self._run_of(record.node_id), "node_id": record.node_id,
                 "profiler": record.profiler, "status": record.status,
-                "guidance_json": json.dumps(list(record.guidance)),
-                "findings_json": json.dumps([dict(f) for f in record.findings]),
+                "findings_json": json.dumps([f.to_dict() for f in record.findings]),
                 "artifact_path": record.artifact_path, "seconds": record.seconds,
-                "created_at": record.created_at or self._clock()})
+                "error": record.error, "created_at": record.created_at or self._clock()})
 
     @guard
     def get_profiles(self, node_id: int) -> list[ProfileRecord]:
         return [ProfileRecord(r["node_id"], r["profiler"], r["status"],
-                              tuple(json.loads(r["guidance_json"] or "[]")),
-                              tuple(json.loads(r["findings_json"] or "[]")),
-                              r["artifact_path"], r["seconds"] or 0.0, r["created_at"] or 0.0)
+                              stored_findings(r["findings_json"], r["guidance_json"]),
+                              r["artifact_path"], r["seconds"] or 0.0, r["created_at"] or 0.0,
+                              r.get("error") or "")
                 for r in self._rows("SELECT * FROM profile_reports WHERE node_id = ? "
                                     "ORDER BY id", (node_id,))]
 
@@ -193,3 +193,14 @@ class SqliteRecordsMixin:
                 "value_json": json.dumps(dict(baseline.value), sort_keys=True),
                 "created_at": baseline.created_at or self._clock()})
 
+
+def stored_findings(findings_json: str | None, guidance_json: str | None) -> tuple[Finding, ...]:
+    """A stored report's findings. Rows written before findings carried every fact kept
+    their guidance in a column of its own: a line with no hint finding behind it becomes a
+    ``hint.legacy`` finding, so old runs read (and display) as they did."""
+    found = [Finding.from_dict(d) for d in json.loads(findings_json or "[]")]
+    known = {f.summary for f in found}
+    for i, line in enumerate(json.loads(guidance_json or "[]")):
+        if line and line not in known and "\n" not in line:
+            found.append(Finding(f"hint.legacy{i}", "", line))
+    return tuple(found)

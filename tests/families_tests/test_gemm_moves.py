@@ -20,6 +20,7 @@ from cutegen.codegen.families.moves import (  # noqa: E402
 from cutegen.codegen.rewriters.base import RewriteContext  # noqa: E402
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter  # noqa: E402
 from cutegen.codegen.tasks import load_bundled_task, load_task_file  # noqa: E402
+from cutegen.profilers import Finding  # noqa: E402
 
 GEMM_TASKS = Path(__file__).with_name("gemm_tasks")
 
@@ -127,22 +128,18 @@ def test_a_widened_precision_choice_is_never_taken_for_a_strict_fp32_task():
                            for p in got)
 
 
-@pytest.mark.parametrize(("line", "key", "knob", "direction"), [
-    ("occupancy 12% limited by shared memory (168 regs x 384 threads): fewer registers or "
-     "smaller tiles hide latency better", "hint.occupancy", "stages", -1),
-    ("achieved occupancy 9% (theoretical 19%), limited by shared mem: too few warps to hide "
-     "latency", "hint.occupancy", "stages", -1),
-    ("tensor pipe busy 41% of active cycles: feed it faster (deeper TMA pipeline, larger tiles,"
-     " two consumer warpgroups)", "hint.tensor_pipe", "stages", +1),
-    ("top warp stall: long scoreboard (2.0 warps per issue cycle): pipeline loads",
-     "hint.stall", "stages", +1),
-    ("12 local-memory loads/stores (register spills): cut registers per thread",
-     "hint.spills", "tile_n", -1),
+@pytest.mark.parametrize(("value", "key", "knob", "direction"), [
+    ("shared_memory", "hint.occupancy", "stages", -1),
+    (41.0, "hint.tensor_pipe", "stages", +1),
+    ("long_scoreboard", "hint.stall", "stages", +1),
+    (12, "hint.spills", "tile_n", -1),
 ])
-def test_gemm_profiler_hints_are_offered_first(line, key, knob, direction):
+def test_gemm_profiler_hints_are_offered_first(value, key, knob, direction):
     task, props = _initial("gemm_bf16")
     code = set_tunable(props[0].candidate.code, "stages", 4)
-    ctx = RewriteContext(task=task, parent=CandidateSource(code), guidance=("compute-bound", line))
+    ctx = RewriteContext(task=task, parent=CandidateSource(code),
+                         findings=(Finding("stage1.bottleneck", "compute", "compute-bound"),
+                                   Finding(key, value, "any wording")))
     for seed in range(2):  # whatever the shuffle, the hinted move comes first
         first = BuiltinRewriter().propose(ctx, n=3, cost="cheap", rng=random.Random(seed))[0]
         assert first.move.params.get("hint") == key and first.move.params["name"] == knob
@@ -151,15 +148,14 @@ def test_gemm_profiler_hints_are_offered_first(line, key, knob, direction):
         assert ordered.index(first.move.params["to"]) == ordered.index(t.value) + direction
 
 
-@pytest.mark.parametrize("line", [
-    "matmul uses HMMA (mma.sync): on sm_90a use WGMMA (HGMMA) fed by TMA",
-    "matmul uses no tensor cores (FFMA): on sm_90a use WGMMA (HGMMA) fed by TMA",
-    "the tensor pipe is idle: a matmul on sm_90a should use WGMMA (HGMMA)",
-    "global loads as narrow as 32-bit: use 128-bit vectorized copies (LDG.E.128/STG.E.128)",
+@pytest.mark.parametrize("finding", [
+    Finding("hint.tensor_cores", "wgmma", "matmul uses HMMA (mma.sync): use WGMMA"),
+    Finding("hint.vector_width", 128, "use 128-bit vectorized copies"),
+    Finding("hint.occupancy", "registers", "occupancy limited by registers"),
 ])
-def test_findings_that_do_not_apply_to_the_gemm_template_ask_for_nothing(line):
+def test_findings_that_do_not_apply_to_the_gemm_template_ask_for_nothing(finding):
     task, props = _initial("gemm_bf16")
-    ctx = RewriteContext(task=task, parent=props[0].candidate, guidance=(line,))
+    ctx = RewriteContext(task=task, parent=props[0].candidate, findings=(finding,))
     assert not any("hint" in p.move.params for p in family_moves(ctx))
 
 
@@ -179,7 +175,7 @@ def test_a_stepped_knob_at_its_end_is_not_offered():
     t = parse_tunables(props[0].candidate.code)["stages"]
     code = set_tunable(props[0].candidate.code, "stages", min(t.choices))
     ctx = RewriteContext(task=task, parent=CandidateSource(code),
-                         guidance=("occupancy 12% limited by shared memory",))
+                         findings=(Finding("hint.occupancy", "shared_memory", "smem"),))
     assert not any(p.move.params.get("hint") for p in family_moves(ctx))
 
 

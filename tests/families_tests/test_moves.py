@@ -17,6 +17,7 @@ from cutegen.codegen.families.moves import (
 from cutegen.codegen.rewriters.base import RewriteContext
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import load_bundled_task, load_task_file
+from cutegen.profilers import Finding
 
 TASKS = Path(__file__).with_name("tasks")
 NEGATIVE = Path(__file__).with_name("negative")
@@ -115,21 +116,20 @@ def test_builtin_propose_records_kinds():
     assert len({p.candidate.sha256 for p in got}) == len(got)
 
 
-@pytest.mark.parametrize(("line", "key", "knob", "direction"), [
-    ("global loads as narrow as 32-bit: use 128-bit vectorized copies (LDG.E.128/STG.E.128)",
-     "hint.vector_width", "vec_bits", +1),
-    ("12 local-memory loads/stores (register spills): cut registers per thread",
-     "hint.spills", "vals_per_thread", -1),
-    ("occupancy 25% limited by registers (128 regs x 256 threads): fewer registers",
-     "hint.occupancy", "vals_per_thread", -1),
-    ("top warp stall: long scoreboard (3.1 warps per issue cycle): more loads in flight",
-     "hint.stall", "vals_per_thread", +1),
+@pytest.mark.parametrize(("value", "key", "knob", "direction"), [
+    (128, "hint.vector_width", "vec_bits", +1),
+    (12, "hint.spills", "vals_per_thread", -1),
+    ("registers", "hint.occupancy", "vals_per_thread", -1),
+    ("long_scoreboard", "hint.stall", "vals_per_thread", +1),
 ])
-def test_profiler_hints_are_offered_first(line, key, knob, direction):
+def test_profiler_hints_are_offered_first(value, key, knob, direction):
     task, props = _initial("layernorm_fp32")
     code = set_tunable(props[0].candidate.code, "vec_bits", 64)
-    ctx = _ctx(task, CandidateSource(code), guidance=("stage 1: memory-bound", line))
-    assert [r.key for r in hint_rules(ctx.guidance)][:1] == [key]
+    # the rule keys on the finding's key and value: its wording may change freely
+    findings = (Finding("stage1.bottleneck", "memory", "stage 1: memory-bound"),
+                Finding(key, value, "any wording at all"))
+    ctx = _ctx(task, CandidateSource(code), findings=findings)
+    assert [r.key for r in hint_rules(ctx.findings)][:1] == [key]
     rw = BuiltinRewriter()
     for seed in range(5):  # whatever the shuffle, the hinted move comes first
         first = rw.propose(ctx, n=3, cost="cheap", rng=random.Random(seed))[0]
@@ -141,8 +141,7 @@ def test_profiler_hints_are_offered_first(line, key, knob, direction):
 
 def test_fuse_hint_prefers_fusing():
     task, props = _initial("t/softmax_scale_bias_bf16")
-    line = "3 kernels per call with 4.0 us idle between them: fuse them into one kernel"
-    ctx = _ctx(task, props[-1].candidate, guidance=(line,))
+    ctx = _ctx(task, props[-1].candidate, findings=(Finding("hint.fuse_kernels", 3.0, "fuse"),))
     first = BuiltinRewriter().propose(ctx, n=2, cost="cheap", rng=random.Random(0))[0]
     assert first.move.kind == "fuse" and first.move.params == {"fuse": True,
                                                                 "hint": "hint.fuse_kernels"}
@@ -151,7 +150,9 @@ def test_fuse_hint_prefers_fusing():
 def test_hint_rules_are_well_formed():
     assert {r.key for r in HINT_RULES} >= {"hint.vector_width", "hint.spills",
                                            "hint.fuse_kernels"}
-    assert hint_rules(("nothing to see",)) == []
+    assert hint_rules((Finding("sass.ldg_max_bits", 64, "nothing to act on"),)) == []
+    # a reworded summary changes nothing: only the key and value are read
+    assert hint_rules((Finding("hint.spills", 3, "reworded freely"),))[0].key == "hint.spills"
 
 
 def test_moves_of_a_non_family_parent_are_none():

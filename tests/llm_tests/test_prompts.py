@@ -24,7 +24,7 @@ from cutegen.codegen.prompting import (
     clip,
     focus_hints,
     format_evaluation,
-    format_guidance,
+    format_findings,
     format_lessons,
     initial_prompt,
     render,
@@ -165,7 +165,7 @@ def test_evaluation_sections_quote_the_numbers():
 
 
 def test_empty_sections_are_empty():
-    assert format_guidance(()) == "" and format_lessons((), "t") == ""
+    assert format_findings(()) == "" and format_lessons((), "t") == ""
 
 
 def test_clip_keeps_head_and_tail():
@@ -190,9 +190,12 @@ def test_golden_initial():
                                           ("rewrite_wrong", EV_WRONG),
                                           ("rewrite_compile_error", EV_COMPILE)])
 def test_golden_rewrite(name, ev):
-    guidance = ("dram__throughput 45% of peak: the kernel is latency-bound",) \
+    from cutegen.profilers import Finding
+
+    findings = (Finding("hint.dram", 45.0,
+                        "dram__throughput 45% of peak: the kernel is latency-bound"),) \
         if ev is EV_CORRECT else ()
-    ctx = RewriteContext(task=TASK, parent=PARENT, evaluation=ev, guidance=guidance,
+    ctx = RewriteContext(task=TASK, parent=PARENT, evaluation=ev, findings=findings,
                          lessons=LESSONS if ev is EV_CORRECT else ())
     check_golden(name, rewrite_prompt(ctx, focus=focus_hints("rewrite")[0]).user)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import cutegen.api as api
 import cutegen.cli_search as cli_search
 from cutegen.codegen.pool import parse_gpus
 from cutegen.errors import ConfigError, GPURequiredError
@@ -30,13 +32,14 @@ def pools(monkeypatch, h):
     """Replace the real pool; records (devices, pool) per run."""
     made = []
 
-    def make(task, opts, run_dir, storage, devices):
-        gpus = parse_gpus(devices["gpus"], count=lambda: 2) or (None,)
+    def make(task, settings, run_dir, baselines, devices):
+        gpus = parse_gpus(devices.gpus, count=lambda: 2) or (None,)
         pool, _ = h.fake_pool(task, run_dir, devices=len(gpus))
-        made.append((devices, pool))
+        made.append((dataclasses.asdict(devices), pool))
         return pool
 
-    monkeypatch.setattr(cli_search, "_make_pool", make)
+    monkeypatch.setattr(api, "make_pool", make)
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
     monkeypatch.setattr("cutegen.codegen.pool.visible_gpu_count", lambda: 2)
     return made
 

@@ -125,8 +125,9 @@ def test_findings_and_hints_for_the_memory_bound_kernel():
     assert fs["ncu.kernel"].value.startswith("kernel_cutlass_add")  # the longer launch
     assert fs["ncu.load_sectors_per_request"].value == 16.0
     assert fs["hint.coalescing"].value == 25
-    assert fs["hint.occupancy"].value == pytest.approx(0.224)
-    assert "warps" in fs["hint.occupancy"].summary  # limited by warps (16 blocks)
+    assert fs["ncu.achieved_occupancy"].value == pytest.approx(0.224)
+    assert fs["hint.occupancy"].value == "warps"  # limited by warps (16 blocks): the value
+    assert "warps" in fs["hint.occupancy"].summary
     assert fs["hint.stall"].value == "long_scoreboard"
     assert "hint.dram" not in fs and "hint.tensor_cores" not in fs
     assert fs["dram__throughput.avg.pct_of_peak_sustained_elapsed"].summary == "DRAM throughput: 35.62%"

@@ -10,6 +10,7 @@ import pytest
 
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import Task
+from cutegen.profilers import Finding
 from cutegen.search import Budget, Search, SearchParams
 from cutegen.search.storage import LLMCall, ProfileRecord, RunConfig, SqliteStorage
 from cutegen.testing import FakeEvaluator, fake_candidate
@@ -47,7 +48,8 @@ def make_fake_run(root: Path, *, name: str = "r1", evals: int = 30, compile_only
                                                  settings={"rewriter": "builtin"}))
 
         def hook(node, ev):
-            return ("loads are 64-bit: widen to 128-bit",) if node.depth >= 2 else ()
+            hint = Finding("hint.vector_width", 64, "loads are 64-bit: widen to 128-bit")
+            return (ProfileRecord(node.id, "sass", "ok", (hint,)),) if node.depth >= 2 else ()
 
         with Search(storage=storage, run=run, task=task,
                     evaluator=FakeEvaluator(seed=1, failure_rate=failure_rate,
@@ -59,10 +61,9 @@ def make_fake_run(root: Path, *, name: str = "r1", evals: int = 30, compile_only
         best = storage.get_best_node(run.id)
         if extras and best is not None:
             storage.record_profile(ProfileRecord(
-                best.id, "sass", "ok", ("use 128-bit vector loads",),
-                ({"key": "sass.ldg_max_bits", "value": 64, "summary": "global loads 64-bit"},
-                 {"key": "hint.vector_width", "value": 64,
-                  "summary": "loads are 64-bit: widen to 128-bit"})))
+                best.id, "sass", "ok",
+                (Finding("sass.ldg_max_bits", 64, "global loads 64-bit"),
+                 Finding("hint.vector_width", 64, "loads are 64-bit: widen to 128-bit"))))
             storage.record_profile(ProfileRecord(best.id, "ncu", "unavailable"))
         if extras:
             storage.record_llm_call(LLMCall(run.id, None, "fake-model", "p", "r", 1200, 300,

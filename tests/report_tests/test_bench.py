@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import cutegen.api as api
 import cutegen.cli_bench as cli_bench
-import cutegen.cli_eval as cli_eval
-import cutegen.cli_search as cli_search
 from cutegen.codegen._bench_table import (
     BenchReport,
     geomean,
@@ -239,6 +238,11 @@ def tiny_suite(tmp_path, make_run):
     return tmp_path / "suite.toml"
 
 
+def _no_gpu_needed(monkeypatch):
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
+    monkeypatch.setattr(cli_bench, "require_gpu", lambda what: None)
+
+
 def _cli():
     from cutegen.cli import _attach_commands, cli
 
@@ -247,9 +251,9 @@ def _cli():
 
 
 def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
-    monkeypatch.setattr(cli_search, "_make_evaluator",
-                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
     db, out = tmp_path / "b.db", tmp_path / "out"
     r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db), "--out",
                                     str(out), "--no-ceilings", "--run-prefix", "b1",
@@ -288,9 +292,9 @@ def _statuses(out):
 def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeypatch):
     """--max-minutes leaves tasks not run (said so in the table); --resume with the same
     prefix reads finished runs, extends one cut short and runs the rest."""
-    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
-    monkeypatch.setattr(cli_search, "_make_evaluator",
-                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
     now = [0.0]
 
     def clock():  # every look at the bench's clock costs 50 s
@@ -359,9 +363,9 @@ class _ThreadChild:
 def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeypatch):
     from cutegen import _bench_jobs
 
-    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
-    monkeypatch.setattr(cli_search, "_make_evaluator",
-                        lambda task, opts, run_dir, storage: FakeEvaluator(seed=2))
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
     children = []
 
     def spawn(spec, log):
@@ -410,14 +414,14 @@ def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeyp
 
 def test_bench_jobs_with_one_task_left_runs_it_here_on_the_first_jobs_gpu(tmp_path,
                                                                         monkeypatch):
-    monkeypatch.setattr(cli_eval, "require_gpu", lambda what: None)
+    _no_gpu_needed(monkeypatch)
     seen = []
 
-    def make(task, opts, run_dir, storage):
-        seen.append(opts.gpu)
+    def make(task, settings, run_dir, storage):
+        seen.append(settings.eval.gpu)
         return FakeEvaluator(seed=2)
 
-    monkeypatch.setattr(cli_search, "_make_evaluator", make)
+    monkeypatch.setattr(api, "make_evaluator", make)
     (tmp_path / "toy_bf16.py").write_text(TASK_SRC)
     seed = _scale_shift_suite(tmp_path, monkeypatch, max_evals=1, tiers=("",)).parent / "seed.py"
     (tmp_path / "one.toml").write_text(
@@ -542,7 +546,7 @@ def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
 
 
 def test_bench_needs_a_gpu_unless_compile_only(tiny_suite, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_eval, "gpu_available", lambda: False)
+    monkeypatch.setattr("cutegen.codegen.backend.gpu_available", lambda: False)
     r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(tmp_path / "b.db")])
     assert isinstance(r.exception, GPURequiredError)
     assert "needs an NVIDIA GPU" in str(r.exception) and "--compile-only" in str(r.exception)

@@ -94,12 +94,12 @@ def test_page_structure(fake_run, tmp_path):
     text = page.all_text
     assert f"{ev.speedup_eager:.3f}×" in text and "95% CI" in text
     assert "gated best vs PyTorch eager" in text
-    assert "use 128-bit vector loads" in text
+    assert "loads are 64-bit: widen to 128-bit" in text  # the hint finding's summary
     # guidance in its own table; each profiler's raw findings folded into a <details>
     html = path.read_text(encoding="utf-8")
     guidance = html.split("<h3>Profile findings along the path</h3>")[1].split("<details>")[0]
     assert "loads are 64-bit: widen to 128-bit" in guidance and "ldg_max_bits" not in guidance
-    assert f"node {best.id}, sass: 2 findings</summary>" in html
+    assert f"node {best.id}, sass: 3 findings</summary>" in html  # the hook's one + two
     assert "<td>sass.ldg_max_bits</td><td>64</td><td>global loads 64-bit</td>" in html
     # the challengers the gate kept out are listed too, with why (folded)
     assert rejected and (f"Gate decisions that kept the best ({len(rejected)} challengers"

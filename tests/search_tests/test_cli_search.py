@@ -11,6 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import cutegen.api as api
 import cutegen.cli_search as cli_search
 from cutegen.errors import (
     ConfigError,
@@ -40,11 +41,12 @@ def made(monkeypatch):
     """Replace the real evaluator; records the options each run was started with."""
     options = []
 
-    def make(task, opts, run_dir, storage):
-        options.append(opts)
-        return FakeEvaluator(seed=1, compile_only=opts.compile_only)
+    def make(task, settings, run_dir, storage):
+        options.append(settings.eval)
+        return FakeEvaluator(seed=1, compile_only=settings.eval.compile_only)
 
-    monkeypatch.setattr(cli_search, "_make_evaluator", make)
+    monkeypatch.setattr(api, "make_evaluator", make)
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
     return options
 
 
@@ -142,10 +144,11 @@ class _Interrupting(FakeEvaluator):
 def test_ctrl_c_finishes_the_evaluation_then_resume_continues(cli, env, monkeypatch, tmp_path):
     evaluators = iter([_Interrupting(at=5, seed=1), FakeEvaluator(seed=1),
                        FakeEvaluator(seed=1)])
-    monkeypatch.setattr(cli_search, "_make_evaluator", lambda *a: next(evaluators))
+    monkeypatch.setattr(api, "make_evaluator", lambda *a: next(evaluators))
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
     base = ["--seed-candidate", env["seed"], "--max-evals", "20", "--seed", "9"]
     r = invoke(cli, ["search", env["task"], *base, "--run", "r1", "--db", env["db"]])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 130, r.output  # stopped by Ctrl-C: not a success, resumable
     assert "run r1: stopped" in r.stdout and "evaluations 5" in r.stdout
     assert f"cutegen resume r1 --db {env['db']}" in r.stderr
     assert "stopping after the current evaluation" in r.stderr
@@ -162,7 +165,8 @@ def test_ctrl_c_finishes_the_evaluation_then_resume_continues(cli, env, monkeypa
 
 def test_second_ctrl_c_aborts_and_resume_requeues(cli, env, monkeypatch):
     evaluators = iter([_Interrupting(at=3, times=2, seed=1), FakeEvaluator(seed=1)])
-    monkeypatch.setattr(cli_search, "_make_evaluator", lambda *a: next(evaluators))
+    monkeypatch.setattr(api, "make_evaluator", lambda *a: next(evaluators))
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
     r = invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"],
                      "--max-evals", "6", "--run", "r1", "--db", env["db"]])
     assert r.exit_code != 0 and "Aborted" in r.output  # click turns KeyboardInterrupt into this
@@ -234,6 +238,7 @@ def test_status_and_show(cli, made, env):
 
 def test_show_lists_each_profilers_report(cli, made, env):
     # issue 7's view of one node: the profilers that ran, their time, findings and guidance
+    from cutegen.profilers import Finding
     from cutegen.search.storage import ProfileRecord, SqliteStorage
 
     assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
@@ -242,11 +247,8 @@ def test_show_lists_each_profilers_report(cli, made, env):
     try:
         s.record_profile(ProfileRecord(
             node_id=1, profiler="ncu", status="ok", seconds=12.5,
-            guidance=("DRAM at 83% of peak: only moving fewer bytes makes it faster",),
-            findings=({"key": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                       "value": 83.1, "summary": ""},
-                      {"key": "hint.memory_bound", "value": "dram",
-                       "summary": "DRAM at 83% of peak"})))
+            findings=(Finding("dram__throughput.avg.pct_of_peak_sustained_elapsed", 83.1),
+                      Finding("hint.memory_bound", "dram", "DRAM at 83% of peak"))))
     finally:
         s.close()
     r = invoke(cli, ["show", "r1", "1", "--db", env["db"]])
@@ -272,3 +274,38 @@ def test_status_and_show_errors(cli, made, env, tmp_path):
     assert isinstance(r.exception, RunNotFoundError) and "r1, r2" in str(r.exception)
     r = invoke(cli, ["show", "r2", "1", "--db", env["db"]])
     assert isinstance(r.exception, StorageError) and "does not belong" in str(r.exception)
+
+
+def test_nodes_lists_a_runs_nodes_and_rm_removes_the_run(cli, made, env, tmp_path):
+    assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
+                        "--max-evals", "3", "--run", "a-long-run-name-people-must-type"]
+                  ).exit_code == 0
+    r = invoke(cli, ["nodes", "a-long-run-name-people-must-type", "--db", env["db"], "--json"])
+    rows = json.loads(r.stdout)
+    assert [x["node"] for x in rows] == [1, 2, 3] and rows[0]["verdict"] == "correct"
+    r = invoke(cli, ["status", "--db", env["db"]])  # piped: plain text, names whole
+    assert "a-long-run-name-people-must-type" in r.stdout
+    r = invoke(cli, ["rm", "a-long-run-name-people-must-type", "--db", env["db"], "--yes"])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "s" / "a-long-run-name-people-must-type").exists()
+    s = SqliteStorage(env["db"])
+    assert s.list_runs() == []
+    s.close()
+
+
+def test_status_reads_a_read_only_store(cli, made, env, tmp_path):
+    assert invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--db", env["db"],
+                        "--max-evals", "2", "--run", "r1"]).exit_code == 0
+    folder = tmp_path / "s"
+    for p in folder.iterdir():
+        if p.is_file():
+            p.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        r = invoke(cli, ["status", "r1", "--db", env["db"], "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["evaluations"] == 2
+    finally:
+        folder.chmod(0o755)

@@ -192,16 +192,22 @@ def test_budgets(storage, task, run_config, builtin, clock):
     assert storage.get_results(run3.id) == []
 
 
-def test_profile_hook_guidance_reaches_rewriter(storage, task, run_config):
+def test_profile_findings_reach_the_rewriter_once_each(storage, task, run_config):
+    from cutegen.profilers import Finding
+    from cutegen.search.storage import ProfileRecord
+
     seen = []
 
     class Recording(FakeRewriter):
         def propose(self, ctx, **kw):
-            seen.append((ctx.parent.sha256, ctx.guidance))
+            seen.append((ctx.parent.sha256, ctx.findings))
             return super().propose(ctx, **kw)
 
     def hook(node, evaluation):
-        return (f"node {node.id}: memory-bound at 40% of roofline",)
+        hint = Finding("hint.vector_width", 128, f"node {node.id}: use 128-bit loads")
+        raw = Finding("sass.ldg_max_bits", 64, "64-bit loads")  # a fact, not for the rewriter
+        return (ProfileRecord(node.id, "sass", "ok", (raw, hint)),
+                ProfileRecord(node.id, "ncu", "unavailable", (hint,)))
 
     run = storage.create_run("r", run_config(task))
     rw = Recording([fake_candidate({"a": 1})])
@@ -209,18 +215,18 @@ def test_profile_hook_guidance_reaches_rewriter(storage, task, run_config):
                  evaluator=FakeEvaluator(seed=2), budget=Budget(max_evals=6)) as s:
         s.run()
     assert len(seen) >= 3
-    for parent_sha, guidance in seen:  # each expansion saw its own parent's guidance
-        (line,) = guidance
-        node_id = int(line.split()[1].rstrip(":"))
+    for parent_sha, findings in seen:  # each expansion saw its own parent's hint, once
+        (f,) = findings
+        assert f.key == "hint.vector_width" and f.value == 128
+        node_id = int(f.summary.split()[1].rstrip(":"))
         assert storage.get_node(node_id).source_sha256 == parent_sha
-    (p,) = storage.get_profiles(1)
-    assert p.profiler == "profile_hook" and p.status == "ok"
+    assert [p.profiler for p in storage.get_profiles(1)] == ["sass", "ncu"]  # stored once
 
 
 def test_profiling_time_counts_against_the_gpu_budget(storage, task, run_config, clock):
     def slow_hook(node, evaluation):
         clock.advance(5.0)
-        return ("x",)
+        return ()
 
     run = storage.create_run("r", run_config(task))
     with _search(storage, run, task, rewriter=FakeRewriter([fake_candidate({"a": 1})]),

@@ -309,11 +309,14 @@ class TestStorageContract:
     def test_profiles(self, storage, task, run_config):
         run = storage.create_run("r1", run_config(task))
         n = storage.add_node(run.id, parent_id=None, source=CandidateSource("a"), move=MOVE)
-        storage.record_profile(ProfileRecord(n.id, "sass", "ok", ("use 128-bit loads",),
-                                             ({"key": "k", "value": 1},), "p/x.sass", 1.5))
+        from cutegen.profilers import Finding
+
+        found = (Finding("k", 1), Finding("hint.vector_width", 128, "use 128-bit loads"))
+        storage.record_profile(ProfileRecord(n.id, "sass", "ok", found, "p/x.sass", 1.5,
+                                             error="a note"))
         (p,) = storage.get_profiles(n.id)
-        assert p.guidance == ("use 128-bit loads",) and p.findings[0]["value"] == 1
-        assert p.artifact_path == "p/x.sass"
+        assert p.findings == found and p.guidance == ("use 128-bit loads",)  # derived
+        assert p.artifact_path == "p/x.sass" and p.error == "a note"
 
     def test_blobs_content_addressed(self, storage, task, run_config):
         run = storage.create_run("r1", run_config(task))
