@@ -334,8 +334,8 @@ def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
 def rm_cmd(run_names: tuple[str, ...], db: str, yes: bool) -> None:
     """Remove RUNs from the store, with their files (runs/<run>/). A run that a live
     search holds is refused."""
-    from cutegen.search._session import pid_alive
     from cutegen.errors import RunLockedError
+    from cutegen.search._session import pid_alive
 
     with contextlib.closing(api.open_store(db, must_exist=True)) as storage:
         runs = [storage.get_run(n) for n in run_names]

@@ -342,7 +342,8 @@ class LocalEvaluator:
         """
         self.evaluations += 1
         t0 = time.monotonic()
-        base = {"candidate_sha256": candidate.sha256, "task_sha256": self.task.sha256}
+        base: dict[str, Any] = {"candidate_sha256": candidate.sha256,
+                                "task_sha256": self.task.sha256}
         st = check_source(candidate.code)
         if not st.ok and (self.options.static_checks or st.verdict == Verdict.COMPILE_ERROR):
             assert st.verdict is not None

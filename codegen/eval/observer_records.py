@@ -283,14 +283,15 @@ def _module(b: _Body) -> ModuleRec:
     if m > len(b.data):  # each name takes at least two bytes: refuse absurd counts early
         raise FrameError("MODULE record claims more names than it holds")
     names = tuple(b.str16() for _ in range(m))
-    return ModuleRec(mid, size, digest, t_ns, mono, tid, ModuleFlag(flags), origin, chain, names)
+    return ModuleRec(mid, size, bytes(digest), t_ns, mono, tid, ModuleFlag(flags), origin, chain,
+                     names)
 
 
 def _flushed(b: _Body) -> FlushedRec:
     (nonce,) = b.fixed(_FLUSHED_FIXED)
     clock = _clock(b)
     dropped, total, launches, health = b.fixed(_FLUSHED_TAIL)
-    return FlushedRec(nonce, clock, dropped, total, launches, Health(health))
+    return FlushedRec(bytes(nonce), clock, dropped, total, launches, Health(health))
 
 
 def _note(b: _Body) -> NoteRec:
@@ -324,7 +325,7 @@ def decode_payload(payload: bytes) -> list[Record]:
         except ValueError:
             raise FrameError(f"unknown record type {rtype}") from None
         body = _Body(payload[pos:pos + blen])
-        out.append(decoder(body))
+        out.append(decoder(body))  # type: ignore[arg-type]  # the table maps types to decoders
         body.done()
         pos += blen
     return out

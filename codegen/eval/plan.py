@@ -93,7 +93,7 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     drawn now, and the ghost call at a random place among the timed ones."""
     n = warmup + runs + (1 if ghost else 0)
     ghost_at = warmup + rng.randrange(0, runs + 1) if ghost else -1
-    roles = []
+    roles: list[str] = []
     for i in range(n):
         roles.append("ghost" if i == ghost_at else "warmup" if len(roles) < warmup else "timed")
     eligible = [i for i, r in enumerate(roles) if r in ("warmup", "timed")]

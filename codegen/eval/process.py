@@ -83,7 +83,7 @@ class WorkerProcess:
         finally:
             os.close(w)
         self.pgid = self.proc.pid
-        self.events: queue.Queue[tuple[str, Any, float]] = queue.Queue()
+        self.events: queue.Queue[tuple[str, Any, int]] = queue.Queue()
         self.started = time.monotonic()
         threading.Thread(target=self._read, args=(r,), daemon=True).start()
         threading.Thread(target=_drain, args=(self.proc.stdout, self.stdout), daemon=True).start()
@@ -104,7 +104,7 @@ class WorkerProcess:
             except OSError:
                 pass
 
-    def next_event(self, timeout: float) -> tuple[str, Any, float] | None:
+    def next_event(self, timeout: float) -> tuple[str, Any, int] | None:
         try:
             return self.events.get(timeout=max(0.0, timeout))
         except queue.Empty:

@@ -219,7 +219,7 @@ def enter(*, native_lib: str | None, audit_fd: int, scratch: str,
         from cutegen.codegen.eval.observer import lockdown
 
         try:
-            lockdown(native_lib)
+            lockdown(pathlib.Path(native_lib))
         except Exception as e:  # noqa: BLE001 - seccomp may be unavailable; say so
             notes.append(f"seccomp filter not installed: {e}")
     install_audit_hook(audit_fd=audit_fd, scratch=scratch, read_denied=read_denied,
