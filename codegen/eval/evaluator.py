@@ -18,6 +18,7 @@ import importlib.util
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -424,7 +425,8 @@ class LocalEvaluator:
         if timing and eager and eager.median_us / timing.median_us > 10:
             flags.append("review:speedup>10x_eager")
         if timing and verdict == Verdict.CORRECT and rl.fraction(timing.median_us) > 1.0:
-            verdict, message, more = self._above_roofline(cand, timing, rl, message)
+            busy = statistics.median(d.busy) if d.busy else timing.median_us
+            verdict, message, more = self._above_roofline(cand, timing, busy, rl, message)
             details += more
             flags.append("review:above_roofline")
         if timing and sharers:
@@ -442,25 +444,14 @@ class LocalEvaluator:
             stage_seconds=seconds, compile_cached=entry is not None, artifacts=artifacts,
             log_tail=strip_ansi(log_tail), gpu=self.gpu_name)
 
-    def _above_roofline(self, cand: CandidateSource, timing: Timing, rl: Any,
+    def _above_roofline(self, cand: CandidateSource, timing: Timing, busy_us: float, rl: Any,
                         message: str) -> tuple[Verdict, str, list[str]]:
         """Faster than the measured roofline (but not than physics): re-timed by an external
-        profiler, else suspicious (see :mod:`.verdict`)."""
+        profiler (see :func:`.verdict.above_roofline`)."""
         from cutegen.codegen.eval.external import external_kernel_time
 
-        got = external_kernel_time(self, cand)
-        if got.error:
-            return (Verdict.SUSPICIOUS, f"{timing.median_us:.2f} us is beyond the measured "
-                    f"roofline ({rl.bound_us:.2f} us) and no external profiler could confirm it "
-                    f"({got.error})", [])
-        ok = abs(got.median_us - timing.median_us) <= max(2.0, 0.10 * timing.median_us)
-        line = (f"above the measured roofline: re-timed by {got.tool} at {got.median_us:.2f} us "
-                f"per call ({got.calls} calls) against the observer's {timing.median_us:.2f} us")
-        if ok and not got.foreign:
-            return Verdict.CORRECT, message, [line + ": confirmed"]
-        why = (f"foreign kernels {', '.join(got.foreign[:3])}" if got.foreign
-               else "the times disagree")
-        return Verdict.SUSPICIOUS, f"not confirmed by {got.tool}: {why}", [line]
+        return _verdict.above_roofline(external_kernel_time(self, cand), median_us=timing.median_us,
+                                       busy_us=busy_us, bound_us=rl.bound_us, message=message)
 
     def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3) -> list[Timing | None]:
         """Re-time candidates in fresh workers, round-robin, re-checking timed outputs.

@@ -73,6 +73,7 @@ class Decision:
     details: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     samples: tuple[float, ...] = ()  # the observer's per-call times of the timed calls (µs)
+    busy: tuple[float, ...] = ()  # per timed call: the summed durations of its GPU work (µs)
 
 
 def decide(f: RunFacts) -> Decision:
@@ -255,8 +256,30 @@ def _benchmark(f: RunFacts) -> Decision:
         flags.append("review:kernel_identity_unverified")
         details.append("no module records: CuTe kernels were identified by the names the "
                        "candidate's process reported")
+    busy = tuple(a.calls[k].cute_us + a.calls[k].foreign_us + a.calls[k].benign_us
+                 for k in f.timed_ks)
     return Decision(Stage.BENCHMARK, Verdict.CORRECT, f"correct; {med:.2f} us median",
-                    tuple(details), tuple(flags), tuple(samples))
+                    tuple(details), tuple(flags), tuple(samples), busy)
+
+
+def above_roofline(ext: Any, *, median_us: float, busy_us: float, bound_us: float,
+                   message: str) -> tuple[Verdict, str, list[str]]:
+    """The policy for a time beyond the measured roofline (see the module docstring).
+
+    ``ext`` is an external profiler's re-timing (:class:`.external.ExternalTime`): kernel
+    time per call summed over the call's kernels, so it is held against ``busy_us``, the
+    observer's summed durations per call. Confirmed within 10% (or 2 µs) with no foreign
+    kernel: ``correct``; anything else, no profiler included: ``suspicious``."""
+    if ext.error:
+        return (Verdict.SUSPICIOUS, f"{median_us:.2f} us is beyond the measured roofline "
+                f"({bound_us:.2f} us) and no external profiler could confirm it ({ext.error})", [])
+    ok = abs(ext.median_us - busy_us) <= max(2.0, 0.10 * busy_us)
+    line = (f"above the measured roofline: re-timed by {ext.tool} at {ext.median_us:.2f} us "
+            f"of kernel time per call ({ext.calls} calls) against the observer's {busy_us:.2f} us")
+    if ok and not ext.foreign:
+        return Verdict.CORRECT, message, [line + ": confirmed"]
+    why = f"foreign kernels {', '.join(ext.foreign[:3])}" if ext.foreign else "the times disagree"
+    return Verdict.SUSPICIOUS, f"not confirmed by {ext.tool}: {why}", [line]
 
 
 def _names(names: Iterable[str], n: int = 4) -> str:

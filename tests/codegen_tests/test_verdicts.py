@@ -424,3 +424,19 @@ def test_values_at_the_edge_of_the_dtype_range_may_overflow_either_way():
     assert compare([either], [r64], [native]).passed
     finite_far_beyond = torch.tensor([1.0, 65504.0, 65504.0, 65504.0, -float("inf")]).half()
     assert "Inf mismatch" in compare([finite_far_beyond], [r64], [native]).reason
+
+
+def test_a_time_beyond_the_measured_roofline_needs_an_external_profiler():
+    from cutegen.codegen.eval.external import ExternalTime, per_call_us
+    from cutegen.codegen.eval.verdict import above_roofline
+
+    kw = dict(median_us=100.0, busy_us=98.0, bound_us=104.0, message="correct")
+    v, msg, lines = above_roofline(ExternalTime("ncu", 99.0, 5), **kw)
+    assert v == Verdict.CORRECT and "confirmed" in lines[0]
+    assert above_roofline(ExternalTime("ncu", 70.0, 5), **kw)[0] == Verdict.SUSPICIOUS
+    v, msg, _ = above_roofline(ExternalTime("ncu", 98.0, 5, ("ampere_sgemm",)), **kw)
+    assert v == Verdict.SUSPICIOUS and "ampere_sgemm" in msg
+    v, msg, _ = above_roofline(ExternalTime("ncu", error="ncu is not installed"), **kw)
+    assert v == Verdict.SUSPICIOUS and "no external profiler" in msg
+    assert per_call_us([("a", 1000.0), ("b", 2000.0)] * 3, 3) == [3.0, 3.0, 3.0]
+    assert per_call_us([("a", 1.0)] * 5, 3) == []  # launches that do not split into calls
