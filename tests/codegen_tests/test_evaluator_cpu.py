@@ -182,7 +182,7 @@ def test_a11_worker_killed_mid_task(scale_shift_task, make_candidate, tmp_path, 
 
 
 def test_a12_no_gpu_is_an_infrastructure_error(scale_shift_task, make_candidate, tmp_path):
-    from cutegen.cli_eval import gpu_available
+    from cutegen.codegen.backend import gpu_available
     from cutegen.errors import InfrastructureError
 
     if gpu_available():
