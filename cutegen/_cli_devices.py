@@ -120,7 +120,7 @@ def make_pool(task: Any, options: Any, run_dir: Path, storage: Any, dev: dict[st
 
     local = dev["backend"] != "ray"
     if local:
-        from cutegen.cli_eval import require_gpu
+        from cutegen.codegen.backend import require_gpu
 
         require_gpu("searching (verifying and timing candidates)")
     baselines = StoreBaselineCache(storage)

@@ -66,7 +66,7 @@ def test_tasks_lists_the_bundled_suite():
 
 def test_eval_without_gpu_says_so_plainly(tmp_path):
     from cutegen.cli import main
-    from cutegen.cli_eval import gpu_available
+    from cutegen.codegen.backend import gpu_available
 
     if gpu_available():
         pytest.skip("a GPU is visible")
