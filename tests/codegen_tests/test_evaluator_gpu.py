@@ -285,3 +285,21 @@ def test_fixtures_compile_for_sm90a(scale_shift_task, make_candidate, tmp_path):
                             ("b4", FIXTURES["b4_bf16_inside_fp32"][0])):
             e = ev.evaluate(make_candidate(name, **twist))
             assert e.verdict == V.COMPILED, (name, e.message, e.log_tail[-2000:])
+
+
+@pytest.mark.gpu
+@pytest.mark.tool("ncu")
+def test_external_retime_agrees_with_the_observer(scale_shift_task, make_candidate, tmp_path):
+    """The check from outside the process: Nsight Compute's kernel time per call is the
+    observer's summed GPU time of the call, within the policy's 10% (or 2 µs)."""
+    from cutegen.codegen.eval.external import external_kernel_time
+
+    with _ev(scale_shift_task, tmp_path) as ev:
+        good = make_candidate("good")
+        e = ev.evaluate(good)
+        assert e.verdict == V.CORRECT, _explain("good", e)
+        got = external_kernel_time(ev, good)
+    assert not got.error, got.error
+    assert not got.foreign, got.foreign
+    assert abs(got.median_us - e.timing.median_us) <= max(2.0, 0.10 * e.timing.median_us), (
+        got, e.timing.median_us)
