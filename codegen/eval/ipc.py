@@ -135,7 +135,10 @@ class TensorDesc:
 
 
 def describe(lib: IpcLib, t: Any, cache: dict[int, tuple[bytes, int]] | None = None) -> dict[str, Any]:
-    """The descriptor of a CUDA tensor (sender side)."""
+    """The descriptor of a CUDA tensor (sender side); an empty tensor has no memory to
+    share and travels as its shape alone."""
+    if t.numel() == 0:
+        return TensorDesc(b"", 0, dtype_name(t.dtype), tuple(t.shape), tuple(t.stride())).to_dict()
     ptr = int(t.data_ptr())
     hit = None
     if cache is not None:
@@ -176,6 +179,8 @@ def tensor_at(ptr: int, desc: TensorDesc) -> Any:
 
 
 def open_tensor(lib: IpcLib, desc: TensorDesc) -> Any:
+    if desc.extent_bytes() == 0:
+        return tensor_at(0, desc)
     base, size = lib.open(desc.handle)
     if desc.offset + desc.extent_bytes() > size:
         raise IpcError(f"descriptor reaches {desc.offset + desc.extent_bytes()} bytes into an "
