@@ -97,7 +97,9 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     for i in range(n):
         roles.append("ghost" if i == ghost_at else "warmup" if len(roles) < warmup else "timed")
     eligible = [i for i, r in enumerate(roles) if r in ("warmup", "timed")]
-    want = min(keep_slots, max(3, math.ceil(0.1 * runs)), len(eligible))
+    # a cheat that moves the median must be fast (and wrong) in over half of the timed calls:
+    # with ten of them compared it goes unseen once in a thousand evaluations
+    want = min(keep_slots, max(3, math.ceil(0.2 * runs)), len(eligible))
     kept = set(rng.sample(eligible, want)) if want > 0 else set()
     calls = []
     for i, role in enumerate(roles):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cutegen.codegen.eval import framing
-from cutegen.codegen.eval.ipc import IpcError, IpcLib, TensorDesc, flatten_outputs, open_tensor
+from cutegen.codegen.eval.ipc import IpcLib, TensorDesc, flatten_outputs, open_tensor
 from cutegen.codegen.inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
 
 _SIZE_NAMES = ("batch_size",)
@@ -331,8 +331,8 @@ class Reference:
             try:
                 desc = TensorDesc.parse(d)
                 t = open_tensor(self.ipc, desc)
-            except IpcError as e:
-                return None, "wrong", f"output {i} cannot be read: {e}"
+            except Exception as e:  # noqa: BLE001 - whatever a descriptor does, it is the candidate's
+                return None, "wrong", f"output {i} cannot be read: {type(e).__name__}: {e}"
             for b in self.buffers[shape]:
                 if hasattr(b, "data_ptr") and _overlaps(t, b):
                     return None, "aliased_output", f"output {i} shares memory with an input"
@@ -360,7 +360,13 @@ class Reference:
             return {"passed": False, "verdict": verdict, "reason": reason}
         if mode == "compare":
             seed, dist = self.current[shape]
-            return self.compare_tensors(shape, seed, dist, outs)
+            try:
+                return self.compare_tensors(shape, seed, dist, outs)
+            except TaskFault:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. an output view torch cannot read
+                return {"passed": False, "verdict": "wrong",
+                        "reason": f"the outputs could not be compared: {type(e).__name__}: {e}"}
         copies = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
         torch.cuda.synchronize()
         if mode == "keep" and slot is not None:
