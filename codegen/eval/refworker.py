@@ -364,10 +364,15 @@ class Reference:
                 return self.compare_tensors(shape, seed, dist, outs)
             except TaskFault:
                 raise
+            except torch.OutOfMemoryError:
+                return _out_of_memory()
             except Exception as e:  # noqa: BLE001 - e.g. an output view torch cannot read
                 return {"passed": False, "verdict": "wrong",
                         "reason": f"the outputs could not be compared: {type(e).__name__}: {e}"}
-        copies = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        try:
+            copies = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        except torch.OutOfMemoryError:
+            return _out_of_memory()
         torch.cuda.synchronize()
         if mode == "keep" and slot is not None:
             self.slots[slot] = copies
@@ -483,6 +488,12 @@ class Reference:
         for p in self._allocs:
             rt.cudaFree(p)
         self._allocs.clear()
+
+
+def _out_of_memory() -> dict[str, Any]:
+    _release_cached_memory(0)
+    return {"passed": False, "verdict": "oom", "reason": "the GPU ran out of memory while the "
+            "reference worker read the outputs (the candidate's process holds the rest)"}
 
 
 def _memset(t: Any) -> None:
