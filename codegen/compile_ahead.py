@@ -19,7 +19,7 @@ against nvidia-cutlass-dsl 4.8.1:
   candidate's per-worker module name (``cutegen_candidate_<token>``), so two workers never
   produce the same key anyway. Reusing it would need a per-source cache folder and a
   module name derived from the source hash, checked on a GPU first (see
-  ``benchmarks/pool_throughput.py --help``).
+  ``tools/pool_throughput.py --help``).
 
 Only failures the GPU would see identically are trusted: a DSL compile error whose message
 does not come from the CUDA driver (a kernel that queries the device while compiling may

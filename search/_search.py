@@ -42,7 +42,7 @@ from cutegen.search._memory import Memory, classify
 from cutegen.search._node import ROOT, FrozenNode
 from cutegen.search._params import SearchParams
 from cutegen.search._profile_hook import STAGE1, ProfileHook
-from cutegen.search._report import NodeHandle, RunSummary, StepReport
+from cutegen.search._results import NodeHandle, RunSummary, StepReport
 from cutegen.search._session import HOST, Heartbeat, SetView, log, pid_alive
 from cutegen.search._state import NodeState
 from cutegen.search._tree import ResultFact, Selection, TreeCache

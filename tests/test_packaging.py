@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_subpackage_on_disk_is_declared_in_pyproject():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = {"cutegen"}
-    for top, name in (("search", "search"), ("codegen", "codegen"), ("profilers", "profilers"),
-                      ("plugins", "plugins"), ("benchmarks", "benchmarks")):
+    on_disk = set()
+    for top, name in (("cutegen", ""), ("search", "search"), ("codegen", "codegen"),
+                      ("profilers", "profilers"), ("plugins", "plugins"),
+                      ("benchmarks", "benchmarks")):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top).parts
-            on_disk.add(".".join(("cutegen", name, *rel)))
+            on_disk.add(".".join(p for p in ("cutegen", name, *rel) if p))
     assert on_disk == set(cfg["packages"])
 
 

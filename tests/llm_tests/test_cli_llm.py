@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cutegen import cli_llm
 from cutegen._loopback_llm import SAMPLE_CANDIDATE, fenced
+from cutegen.cli import llm as cli_llm
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Stage, Verdict
 from cutegen.codegen.llm import LLMCall, ModelPrice

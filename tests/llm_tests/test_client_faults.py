@@ -324,6 +324,6 @@ def test_f10_the_scripted_server_is_on_loopback(server):
 
 def test_importing_the_llm_code_does_not_import_openai():
     code = ("import sys; import cutegen.codegen.llm, cutegen.codegen.rewriters.llm, "
-            "cutegen.codegen.rewriters.mixed, cutegen.codegen.prompting, cutegen.cli_llm; "
+            "cutegen.codegen.rewriters.mixed, cutegen.codegen.prompting, cutegen.cli.llm; "
             "assert 'openai' not in sys.modules, 'openai imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

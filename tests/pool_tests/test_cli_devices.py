@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import cutegen.api as api
-import cutegen.cli_search as cli_search
+import cutegen.cli.search as cli_search
 from cutegen.codegen.pool import parse_gpus
 from cutegen.errors import ConfigError, GPURequiredError
 from cutegen.search import SearchParams

@@ -1,6 +1,6 @@
 """A mixed (LLM + built-in) search against a scripted OpenAI-compatible server, end to end.
 
-    python benchmarks/llm_demo.py [--compile-only] [--max-dollars 12] [--out DIR]
+    python tools/llm_demo.py [--compile-only] [--max-dollars 12] [--out DIR]
 
 Run from a checkout. The loopback server (:mod:`cutegen._loopback_llm`) replays a scripted
 session through the real ``openai`` client: for each LLM turn a correct CuTe DSL kernel for

@@ -1,8 +1,8 @@
 """Evaluations per minute of one search on 1 vs 2 GPUs, and what compile-ahead adds.
 
-    python3 benchmarks/pool_throughput.py gpu [--task softmax_fp32] [--evals 40] [--gpus 0,1]
-    python3 benchmarks/pool_throughput.py compile [--task softmax_fp32] [--evals 16]
-    python3 benchmarks/pool_throughput.py model [--p-compile-error 0.3] [--compile-s 5]
+    python3 tools/pool_throughput.py gpu [--task softmax_fp32] [--evals 40] [--gpus 0,1]
+    python3 tools/pool_throughput.py compile [--task softmax_fp32] [--evals 16]
+    python3 tools/pool_throughput.py model [--p-compile-error 0.3] [--compile-s 5]
                                                 [--gpu-s 15] [--scale 0.01]
 
 Every mode runs the same search (builtin rewriter, bundled seed, seed 0, no dead-end

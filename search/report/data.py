@@ -2,11 +2,11 @@
 
 :func:`build_run_report` reads one run: every evaluation in commit order with the gated
 best after it (for "best speedup against evaluations / GPU-minutes"), verdict counts, LLM
-spending, the tree (``_graph``), the best node's path from its seed with the profiler
+spending, the tree (:mod:`.graph`), the best node's path from its seed with the profiler
 findings along it, the best kernel's evaluation with bootstrap intervals of its speedups,
 and the environment the numbers were taken in. Everything is derived from stored rows, so
 a report can be rebuilt at any time; a missing candidate file (a store copied without its
-run folder) is reported, not fatal. :func:`find_source` is shared with ``_export``.
+run folder) is reported, not fatal. :func:`find_source` is shared with :mod:`.export`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ import networkx as nx
 from cutegen.codegen.candidate import sha256_text
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.errors import StorageError
-from cutegen.search._graph import best_path, build_graph
+from cutegen.search import session_live
 from cutegen.search._node import FrozenNode
+from cutegen.search.report.graph import best_path, build_graph
 from cutegen.search.storage import BaseStorage, BestDecision, FrozenRun, Session
-
-#: Seconds without a heartbeat after which a "running" run reads as "interrupted".
-STALE_AFTER_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +234,7 @@ def llm_summary(storage: BaseStorage, run_id: int) -> LLMSummary:
 
 def run_state(run: FrozenRun, sessions: list[Session], now: float) -> str:
     """The run's status, with "running" read as "interrupted" when no session is alive."""
-    live = any(s.ended_at is None and now - s.heartbeat_at < STALE_AFTER_S for s in sessions)
+    live = any(session_live(s, now=now) for s in sessions)
     return "interrupted" if run.status == "running" and not live else run.status
 
 

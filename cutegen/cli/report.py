@@ -1,8 +1,8 @@
 """``cutegen report``, ``export`` and ``bench``: results people can look at, reuse and trust.
 
-Parsing and printing only: the report is built by :mod:`cutegen.search._report_html`, the
-export by :mod:`cutegen.search._export`, the benchmark by :mod:`cutegen.cli_bench` over
-:mod:`cutegen.codegen.bench`. Data goes to stdout, messages to stderr.
+Parsing and printing only: the report is built by :mod:`cutegen.search.report.html`, the
+export by :mod:`cutegen.search.report.export`, the benchmark by :mod:`cutegen.cli.bench` over
+:mod:`cutegen.codegen.suites` and :mod:`cutegen.search.report.bench`. Data goes to stdout, messages to stderr.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cutegen._cli_options import db_option
+from cutegen.cli.options import db_option
 from cutegen.errors import StorageError
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def report_cmd(run_name: str, node: int | None, db: str, out: str) -> None:
       cutegen report sm1 -o reports/      writes reports/sm1.html
       cutegen report sm1 17 -o node17.html
     """
-    from cutegen.search._report_html import write_report
+    from cutegen.search.report.html import write_report
 
     storage = _open_store(db)
     try:
@@ -82,7 +82,7 @@ def export_cmd(run_name: str, node: int | None, db: str, out: str | None) -> Non
       cutegen export sm1 -o softmax_kernel.py
       cutegen export sm1 17 -o node17.py
     """
-    from cutegen.search._export import export_candidate, write_export
+    from cutegen.search.report.export import export_candidate, write_export
 
     storage = _open_store(db)
     try:
@@ -102,7 +102,7 @@ def export_cmd(run_name: str, node: int | None, db: str, out: str | None) -> Non
 
 def register(cli: click.Group) -> None:
     """Attach ``report``, ``export`` and ``bench`` to the ``cutegen`` group."""
-    from cutegen.cli_bench import bench_cmd
+    from cutegen.cli.bench import bench_cmd
 
     for cmd in (report_cmd, export_cmd, bench_cmd):
         cli.add_command(cmd)

@@ -17,9 +17,9 @@ from typing import Any
 import click
 
 from cutegen import api
-from cutegen._cli_devices import device_options
-from cutegen._cli_options import DEFAULT_DB, db_option
-from cutegen.cli_llm import llm_options
+from cutegen.cli.devices import device_options
+from cutegen.cli.llm import llm_options
+from cutegen.cli.options import DEFAULT_DB, db_option
 from cutegen.codegen.backend import EvalOptions
 from cutegen.errors import DuplicatedRunError, StorageError
 from cutegen.search import Budget, RunSummary
@@ -28,7 +28,7 @@ from cutegen.settings import LLMSettings, ProfilingSettings, RunSettings
 
 def profiling_options(f: Any) -> Any:
     """Delayed profiling: when, how deep, which plugins (``cutegen plugins`` lists them)."""
-    from cutegen.cli_plugins import profiler_options
+    from cutegen.cli.plugins import profiler_options
 
     f = profiler_options(f)
     for opt in reversed([
@@ -233,7 +233,7 @@ def run_with_progress(run: api.SearchRun, db: str) -> RunSummary:
 
 def search_with_progress(run: api.SearchRun, db: str) -> RunSummary:
     """:func:`run_with_progress` for callers that go on after a stop (``cutegen bench``)."""
-    from cutegen.cli_search_view import Progress, print_summary
+    from cutegen.cli.search_view import Progress, print_summary
 
     stop = _StopFlag()
     try:
@@ -256,7 +256,7 @@ def search_with_progress(run: api.SearchRun, db: str) -> RunSummary:
 def status_cmd(run_name: str | None, db: str, as_json: bool) -> None:
     """What the store holds: every run, or one RUN in detail (evaluations, verdicts, best
     speedup, state). Safe while a search is running."""
-    from cutegen.cli_search_view import print_status, run_status
+    from cutegen.cli.search_view import print_status, run_status
 
     storage = api.open_store(db, must_exist=True, readonly=True)
     try:
@@ -278,7 +278,7 @@ def status_cmd(run_name: str | None, db: str, as_json: bool) -> None:
 def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
     """One NODE of RUN: its lineage (the moves from its seed), evaluation, guidance,
     lessons and source."""
-    from cutegen.cli_search_view import node_detail, print_node
+    from cutegen.cli.search_view import node_detail, print_node
 
     storage = api.open_store(db, must_exist=True, readonly=True)
     try:
@@ -303,8 +303,8 @@ def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
 def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
     """The nodes of RUN: number (what `cutegen show` and `export` take), depth, move,
     verdict, speedup and, for failures, the message."""
-    from cutegen.cli_search_view import strip_ansi
-    from cutegen.cli_table import print_table
+    from cutegen.cli.search_view import strip_ansi
+    from cutegen.cli.table import print_table
 
     with contextlib.closing(api.open_store(db, must_exist=True, readonly=True)) as storage:
         run = storage.get_run(run_name)
@@ -335,14 +335,13 @@ def rm_cmd(run_names: tuple[str, ...], db: str, yes: bool) -> None:
     """Remove RUNs from the store, with their files (runs/<run>/). A run that a live
     search holds is refused."""
     from cutegen.errors import RunLockedError
-    from cutegen.search._session import pid_alive
+    from cutegen.search import session_live
 
     with contextlib.closing(api.open_store(db, must_exist=True)) as storage:
         runs = [storage.get_run(n) for n in run_names]
         for run in runs:
             live = [s for s in storage.get_sessions(run.id)
-                    if s.ended_at is None and time.time() - s.heartbeat_at < 120
-                    and pid_alive(s.host, s.pid)]
+                    if session_live(s, now=time.time())]
             if live:
                 raise RunLockedError(f"run {run.name!r} is being searched (pid {live[0].pid} "
                                      f"on {live[0].host}); stop it first")

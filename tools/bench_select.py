@@ -1,6 +1,6 @@
 """Selection overhead as the tree grows: prints numbers, it is not a test.
 
-    python -m cutegen.search._bench_select [--nodes 10000] [--search]
+    python tools/bench_select.py [--nodes 10000] [--search]
 
 Part 1 times :meth:`TreeCache.select` alone while a synthetic search grows the tree (each
 iteration selects, adds a child where selection says, and backs up a random reward).

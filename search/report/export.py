@@ -16,7 +16,7 @@ from pathlib import Path
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.errors import ConfigError, StorageError
 from cutegen.search._node import FrozenNode
-from cutegen.search._report_data import find_source, tolerance_text
+from cutegen.search.report.data import find_source, tolerance_text
 from cutegen.search.storage import BaseStorage, FrozenRun, write_atomic
 
 RULE = "# " + "-" * 86
@@ -58,7 +58,7 @@ def _evaluation_lines(ev: Evaluation | None, task_name: str, task_path: str) -> 
                                ("torch.compile", ev.compiled, ev.speedup_compile)):
             if base is not None and sp is not None:
                 out.append(f"  {name:<14} {base.median_us:12,.2f} us median -> {sp:.3f}x "
-                           f"faster{_ci(base, t)}")
+                           f"faster{_ci(base, timing)}")
         if ev.roofline is not None and ev.roofline_fraction is not None:
             rl = ev.roofline
             out.append(f"  roofline: {100 * ev.roofline_fraction:.1f}% of the {rl.kind} bound "

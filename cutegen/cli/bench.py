@@ -1,8 +1,8 @@
 """``cutegen bench``: one search per task of a suite, with fixed budgets, then one table.
 
-Suite handling and a loop: the suite and the records are :mod:`cutegen.codegen.bench`, the
-ceilings :mod:`cutegen.codegen._ceilings`, the means and files
-:mod:`cutegen.codegen._bench_table`; each task's search is a run made by the library entry
+Suite handling and a loop: the suites are :mod:`cutegen.codegen.suites`, the ceilings
+:mod:`cutegen.codegen.ceilings`, each task's result :mod:`cutegen.search.report.bench`, the
+means and files :mod:`cutegen.search.report.bench_table`; each task's search is a run made by the library entry
 point (:func:`cutegen.api.create_run` / :func:`~cutegen.api.resume_run`, what ``cutegen
 search`` and ``resume`` call) from one :class:`~cutegen.settings.RunSettings`, into the same
 store. Tables go to stdout; the searches' progress and summaries go to stderr.
@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from cutegen import api
-from cutegen._cli_options import db_option
+from cutegen.cli.options import db_option
 from cutegen.codegen.backend import EvalOptions, require_gpu
 from cutegen.errors import ConfigError, CuteGenError, DuplicatedRunError, GPURequiredError
 from cutegen.search import Budget
@@ -56,7 +56,7 @@ def open_job_run(command: str, kwargs: dict[str, Any], llm_config: Any) -> api.S
 
 def _llm_passthrough(f: Any) -> Any:
     """The raw LLM options of ``cutegen search`` (forwarded to each search unchanged)."""
-    from cutegen.cli_llm import _llm_option_list
+    from cutegen.cli.llm import _llm_option_list
 
     for opt in reversed(_llm_option_list(with_max_dollars=True)):
         f = opt(f)
@@ -86,7 +86,7 @@ def _command_line(ctx: click.Context) -> str:
 
 def _suite(suite: str | None, kernelbench: str | None, level: int, problems: str | None,
            max_evals: int | None) -> Any:
-    from cutegen.codegen.bench import bundled_suite_names, kernelbench_suite, load_suite
+    from cutegen.codegen.suites import bundled_suite_names, kernelbench_suite, load_suite
 
     if kernelbench is not None:
         nums = None
@@ -143,7 +143,7 @@ def _past_wall_s(db: str, name: str, budget: int) -> float | None:
 def _collect(db: str, name: str, entry: Any, ceil: Any, out: str | None) -> tuple[Any, str]:
     """A task's result read back from the store (and its HTML report written into
     OUT/reports/ when ``out`` is given), with the run's status."""
-    from cutegen.codegen.bench import collect_task_result
+    from cutegen.search.report.bench import collect_task_result
     from cutegen.search.storage import SqliteStorage
 
     store = SqliteStorage(db)
@@ -151,7 +151,7 @@ def _collect(db: str, name: str, entry: Any, ceil: Any, out: str | None) -> tupl
         run = store.get_run(name)
         result = collect_task_result(store, run, entry, ceil)
         if out:
-            from cutegen.search._report_html import write_report
+            from cutegen.search.report.html import write_report
 
             write_report(store, run, Path(out) / "reports", db=db)
         return result, run.status
@@ -179,8 +179,8 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
     """--jobs N: the tasks' searches in child processes, N at a time, one GPU each."""
     import tempfile
 
-    from cutegen._bench_jobs import Job, run_jobs
-    from cutegen.codegen.bench import error_result
+    from cutegen.cli.bench_jobs import Job, run_jobs
+    from cutegen.search.report.bench import error_result
     from cutegen.search.storage import SqliteStorage
 
     slots = [None] * jobs if compile_only else _job_gpus(jobs, gpus, gpu)
@@ -307,12 +307,12 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
       cutegen bench tierA --run-prefix b1 --max-minutes 9  (then, to finish it:)
       cutegen bench tierA --run-prefix b1 --max-minutes 9 --resume
     """
-    from cutegen.cli_search import search_with_progress
+    from cutegen.cli.search import search_with_progress
     from cutegen.codegen import toolchain
-    from cutegen.codegen._bench_table import BenchReport, task_table, write_outputs
-    from cutegen.codegen._ceilings import measure_ceilings
-    from cutegen.codegen.bench import error_result
+    from cutegen.codegen.ceilings import measure_ceilings
     from cutegen.codegen.roofline import H200_MEASURED
+    from cutegen.search.report.bench import error_result
+    from cutegen.search.report.bench_table import BenchReport, task_table, write_outputs
 
     s = _suite(suite, kernelbench, level, problems, max_evals)
     if gpus is not None and gpu is not None:
@@ -350,7 +350,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
         ceil = measured.ceilings()
         click.echo(f"  copy {measured.copy_gbs / 1000:.2f} TB/s, GEMM "
                    f"{measured.gemm_tflops:.0f} TFLOP/s", err=True)
-    from cutegen.cli_llm import build_llm_config
+    from cutegen.cli.llm import build_llm_config
 
     llm_config = build_llm_config(**llm)
     if rewriter == "builtin" and llm_config is not None:
@@ -434,7 +434,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
 
 
 def _print(report: Any, task_table: Any) -> None:
-    from cutegen.codegen._bench_table import MEANS_NOTE, summary_table
+    from cutegen.search.report.bench_table import MEANS_NOTE, summary_table
 
     click.echo(task_table(report.tasks))
     click.echo("")

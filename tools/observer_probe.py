@@ -2,7 +2,7 @@
 
 Run on the GPU machine from the repository root (cutegen installed, ``pip install -e .``):
 
-    python3 benchmarks/observer_probe.py --out DIR [--only a,b,...]
+    python3 tools/observer_probe.py --out DIR [--only a,b,...]
 
 Each scenario starts a child Python process that imports torch, attaches the observer
 (``cutegen.codegen.eval.observer.attach``) before running anything else, runs the scenario,

@@ -1,6 +1,6 @@
 """Benchmark the built-in kernel families on the bundled memory-bound tasks (needs a GPU).
 
-    python benchmarks/bench_families.py [--strategies all|default] [--only softmax,layernorm]
+    python tools/bench_families.py [--strategies all|default] [--only softmax,layernorm]
                                         [--runs 100] [--calibrate] [--out runs/bench_families]
 
 For each bundled task a family covers (softmax, log-softmax, layer-norm, RMSNorm,
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ceilings, bw = None, 4.3e12
     if args.calibrate:
-        from cutegen.codegen._ceilings import measure_ceilings
+        from cutegen.codegen.ceilings import measure_ceilings
 
         measured = measure_ceilings()
         ceilings, bw = measured.ceilings(), measured.copy_gbs * 1e9

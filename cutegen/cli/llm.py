@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from cutegen._cli_options import db_option
+from cutegen.cli.options import db_option
 from cutegen.errors import ConfigError, StorageError
 
 _LLM_KEYS = ("model", "base_url", "max_dollars", "llm_timeout", "price_file", "price",

@@ -3,7 +3,7 @@
 # writing its log (and tables) into OUTDIR. Run from the repository root on the GPU machine
 # after `source .dsl/activate.sh && python3 -m pip install -q --no-deps --no-build-isolation -e .`:
 #
-#     bash benchmarks/gpu_checks.sh OUTDIR STEP [STEP ...]
+#     bash tools/gpu_checks.sh OUTDIR STEP [STEP ...]
 #
 # Steps (approximate H200 minutes):
 #   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~2
@@ -55,7 +55,7 @@ for s in "$@"; do
       step gemm_fp32_test 180 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
         -k "fp32 or tf32" -n 4 -p no:cacheprovider
       cp runs/gemm_gpu/summary*.jsonl "$out/" 2>/dev/null
-      step gemm_bench 300 $py benchmarks/bench_gemm.py --parts fp32 --out "$out/bench_gemm" ;;
+      step gemm_bench 300 $py tools/bench_gemm.py --parts fp32 --out "$out/bench_gemm" ;;
     gemm-search)
       for t in gemm_bias_relu_bf16 gemm_bias_gelu_bf16 gemm_scale_residual_bf16; do
         step "search_$t" 170 $py -m cutegen search "$t" --max-evals 8 --max-minutes 2.5 \
@@ -65,7 +65,7 @@ for s in "$@"; do
     families-rest)
       step families_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 4 -p no:cacheprovider -k "cumprod or argmax or cross_entropy or softmax_fp32"
-      step families_bench 200 $py benchmarks/bench_families.py --strategies default --calibrate \
+      step families_bench 200 $py tools/bench_families.py --strategies default --calibrate \
         --only cumsum,gelu --out "$out/bench_families" ;;
     ce-bf16)
       step search_ce_bf16 300 $py -m cutegen search cross_entropy_bf16 --max-evals 10 \
@@ -95,7 +95,7 @@ for s in "$@"; do
       bench_suite fp32 1 &
       wait ;;
     pool)
-      step pool 560 $py benchmarks/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
+      step pool 560 $py tools/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
         --only 0,2 --json "$out/pool.json" ;;
     *)
       echo "unknown step: $s" | tee -a "$out/steps.log" ;;

@@ -1,8 +1,8 @@
 """Several of a bench's task searches at once, one per GPU (``cutegen bench --jobs N``).
 
-Each task's search is the run the serial bench would make (:func:`cutegen.cli_bench.open_job_run`
+Each task's search is the run the serial bench would make (:func:`cutegen.cli.bench.open_job_run`
 over the library entry point, from the same settings), but in a child process of its own
-(``python -m cutegen._bench_jobs SPEC.json``) pinned to one GPU. Children
+(``python -m cutegen.cli.bench_jobs SPEC.json``) pinned to one GPU. Children
 write their runs into the bench's store (SQLite in WAL mode with a busy timeout: separate
 runs, so they never contend for the same rows) and their output into one log file each;
 the parent only schedules, reports progress, and reads the results back from the store.
@@ -49,13 +49,13 @@ class Job:
 
 
 def spawn_process(spec: Path, log: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m cutegen._bench_jobs SPEC`` with its output going to ``log``.
+    """Start ``python -m cutegen.cli.bench_jobs SPEC`` with its output going to ``log``.
 
     The child gets a session of its own, so a Ctrl-C at the terminal reaches the bench
     only, which passes exactly one SIGINT on (a second one would abort the evaluation in
     flight instead of letting it finish)."""
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "cutegen._bench_jobs", str(spec)],
+        return subprocess.Popen([sys.executable, "-m", "cutegen.cli.bench_jobs", str(spec)],
                                 stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
 
@@ -154,9 +154,9 @@ def _stop(procs: Any, grace_s: float = 120.0) -> None:
 
 def run_spec(spec: Path) -> int:
     """The child: create or resume one run as the spec says and search it; 0 when it ran."""
-    from cutegen.cli_bench import open_job_run
-    from cutegen.cli_llm import build_llm_config
-    from cutegen.cli_search import search_with_progress
+    from cutegen.cli.bench import open_job_run
+    from cutegen.cli.llm import build_llm_config
+    from cutegen.cli.search import search_with_progress
     from cutegen.errors import CuteGenError
 
     data = json.loads(spec.read_text())
@@ -177,7 +177,7 @@ def run_spec(spec: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m cutegen._bench_jobs SPEC.json", file=sys.stderr)
+        print("usage: python -m cutegen.cli.bench_jobs SPEC.json", file=sys.stderr)
         return 2
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     return run_spec(Path(args[0]))

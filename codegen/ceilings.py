@@ -7,7 +7,7 @@
 Both are timed by :class:`cutegen.codegen._timing.Timer`, the evaluator's own harness
 (CUDA events, L2 flushed before every call, warm-up calls untimed), so a kernel's fraction
 of the roofline compares like with like. :func:`measure_ceilings` runs
-``python -m cutegen.codegen._ceilings`` in a child process, so the benchmark's own process
+``python -m cutegen.codegen.ceilings`` in a child process, so the benchmark's own process
 never holds a CUDA context while its searches run. The arithmetic is pure
 (:func:`ceilings_from_samples`) and tested on CPU.
 """
@@ -145,7 +145,7 @@ def measure_ceilings(*, timeout_s: float = 600.0, gpu: int | None = None,
     with tempfile.TemporaryDirectory(prefix="cutegen-ceilings-") as tmp:
         out = Path(tmp) / "ceilings.json"
         try:
-            p = subprocess.run([sys.executable, "-m", "cutegen.codegen._ceilings", "--out",
+            p = subprocess.run([sys.executable, "-m", "cutegen.codegen.ceilings", "--out",
                                 str(out), "--runs", str(runs)], env=env, cwd=tmp,
                                capture_output=True, text=True, timeout=timeout_s,
                                start_new_session=True)

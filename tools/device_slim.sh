@@ -2,14 +2,14 @@
 # Development aid for the 64 MiB that travel to the GPU machine (the CuTe DSL pack takes
 # ~62 MiB of them, and every file counts at least one 4 KiB block): `slim [PATH...]` moves
 # every tracked file a GPU run does not read out of the working tree — keeping the package,
-# the benchmarks, the evaluator's GPU tests and any PATH given — and `restore` puts them
-# back. Never commit while slim.
-#   bash benchmarks/device_slim.sh slim [tests/families_tests ...] | restore
+# the bundled benchmarks, the development tools (tools/), the evaluator's GPU tests and any
+# PATH given — and `restore` puts them back. Never commit while slim.
+#   bash tools/device_slim.sh slim [tests/families_tests ...] | restore
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stash="${CUTEGEN_SLIM_STASH:-/tmp/cutegen-slim-stash}"
 keep=(pyproject.toml README.md cutegen codegen search profilers plugins/__init__.py
-      plugins/_manager.py plugins/hookspecs.py plugins/testing.py benchmarks
+      plugins/_manager.py plugins/hookspecs.py plugins/testing.py benchmarks tools
       tests/conftest.py tests/codegen_tests tests/data/tasks)
 case "${1:-}" in
   slim)

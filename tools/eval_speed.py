@@ -1,6 +1,6 @@
 """How fast the evaluator is, stage by stage (needs a GPU): the two figures issue 16 asks for.
 
-    python benchmarks/eval_speed.py [--small TASK,...] [--long TASK] [--repeat N] [--json F]
+    python tools/eval_speed.py [--small TASK,...] [--long TASK] [--repeat N] [--json F]
 
 * **Large outputs**: one evaluation of the built-in family's first candidate for ``--long``
   (default ``softmax_393k_fp32``: 4096 rows of 393,216 fp32 values, 6.4 GB of outputs per

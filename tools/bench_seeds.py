@@ -1,6 +1,6 @@
 """Time the hand-written seeds against torch eager on the GPU; prints one table.
 
-    python benchmarks/bench_seeds.py [--runs 100] [--only softmax] [--shapes main|all]
+    python tools/bench_seeds.py [--runs 100] [--only softmax] [--shapes main|all]
 
 Per row: the seed's device time per call (median over ``--runs`` calls, each after an L2
 flush by writing a 256 MB buffer, timed with CUDA events around the one call, so launch
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "benchmarks"  # the bundled tasks and seeds
 COPY_BW = 4.1e12  # bytes/s, H200 copy bandwidth measured (PERFORMANCE.md)
 
 #: (task file, shapes): the tasks' main shapes first, then PERFORMANCE.md tier-A extras.

@@ -1,6 +1,6 @@
 """One self-contained HTML file per run: ``cutegen report``.
 
-:func:`render_html` turns a :class:`~cutegen.search._report_data.RunReport` into a single
+:func:`render_html` turns a :class:`~cutegen.search.report.data.RunReport` into a single
 page with inline CSS and inline SVG (no scripts, no external files, no plotting library),
 so it can be mailed, attached to an issue or opened years later. :func:`write_report`
 builds the report from a store and writes it atomically. Every number on the page says
@@ -16,14 +16,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from cutegen.search._report_data import (
-    STALE_AFTER_S,
+from cutegen.search import session_live
+from cutegen.search.report.data import (
     RunReport,
     build_run_report,
     path_ids,
     timing_summary,
 )
-from cutegen.search._report_svg import (
+from cutegen.search.report.svg import (
     COLORS,
     Layout,
     graphviz_layout,
@@ -291,7 +291,7 @@ def _environment(r: RunReport, db: str) -> str:
 
 
 def _open_session(s: Session, now: float) -> str:
-    return "live" if now - s.heartbeat_at < STALE_AFTER_S else "died (no end recorded)"
+    return "live" if session_live(s, now=now) else "died (no end recorded)"
 
 
 def _llm(r: RunReport) -> str:

@@ -98,7 +98,7 @@ def print_summary(summary: Any) -> None:
 
 def run_status(storage: Any, run: Any, *, detail: bool) -> dict[str, Any]:
     """A run's status as a JSON-able dict."""
-    from cutegen.search import SearchParams
+    from cutegen.search import SearchParams, session_live
 
     results = storage.get_results(run.id)
     speed = {r.node_id: r.speedup_eager for r in results}
@@ -108,7 +108,7 @@ def run_status(storage: Any, run: Any, *, detail: bool) -> dict[str, Any]:
     best = storage.get_best_node(run.id)
     params = SearchParams.from_dict(dict(run.config.settings).get("params", {}))
     sessions = storage.get_sessions(run.id)
-    live = any(s.ended_at is None and time.time() - s.heartbeat_at < params.stale_after_s
+    live = any(session_live(s, now=time.time(), stale_after_s=params.stale_after_s)
                for s in sessions)
     # a run whose session died (kill -9, a crash) is stopped: nothing is running it
     state = "stopped" if run.status in ("running", "created") and not live else run.status
@@ -144,7 +144,7 @@ def print_status(rows: list[dict[str, Any]], *, detail: bool) -> None:
     if not rows:
         click.echo("no runs in this store yet (start one with `cutegen search TASK`)")
         return
-    from cutegen.cli_table import print_table
+    from cutegen.cli.table import print_table
 
     table = []
     for r in rows:

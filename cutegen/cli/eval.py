@@ -195,7 +195,7 @@ def tasks_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from cutegen.cli_table import print_table
+    from cutegen.cli.table import print_table
 
     print_table(["task", "sizes", "description"],
                 [[r["name"], " ".join(f"{k}={v}" for k, v in r["sizes"].items()),

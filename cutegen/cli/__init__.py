@@ -1,8 +1,14 @@
 """The ``cutegen`` command line.
 
-This module only builds the click group, attaches the commands (defined in small
-``cutegen.cli_*`` modules, one per area) and turns :class:`~cutegen.errors.CuteGenError`
-into a message and an exit code. Data goes to stdout; progress and messages to stderr.
+The top layer: it parses, builds settings, calls the library (:mod:`cutegen.api` and the
+packages below it) and prints. Nothing below imports it.
+
+This module only builds the click group, attaches the commands (defined in small modules of
+this package, one per area: :mod:`.eval`, :mod:`.search` (with :mod:`.search_view`),
+:mod:`.report`, :mod:`.bench` (with :mod:`.bench_jobs`), :mod:`.llm`, :mod:`.plugins`; shared
+option bundles in :mod:`.options` and :mod:`.devices`, tables in :mod:`.table`) and turns
+:class:`~cutegen.errors.CuteGenError` into a message and an exit code. Data goes to stdout;
+progress and messages to stderr.
 """
 
 from __future__ import annotations
@@ -46,7 +52,11 @@ def _attach_commands() -> None:
     """Add every command (and those plugins contribute) to the group, once."""
     if cli.commands:
         return
-    from cutegen import cli_eval, cli_llm, cli_plugins, cli_report, cli_search
+    from cutegen.cli import eval as cli_eval
+    from cutegen.cli import llm as cli_llm
+    from cutegen.cli import plugins as cli_plugins
+    from cutegen.cli import report as cli_report
+    from cutegen.cli import search as cli_search
 
     cli_eval.register(cli)
     cli_search.register(cli)

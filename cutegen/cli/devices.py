@@ -1,7 +1,7 @@
 """Where a search evaluates: ``--gpus``, ``--backend``, ``--ray-address``, ``--compile-ahead``.
 
 Parsing and composition for ``cutegen search`` and ``cutegen resume`` (the commands live in
-:mod:`cutegen.cli_search`). The choice is stored on the run as ``settings["devices"]`` so a
+:mod:`cutegen.cli.search`). The choice is stored on the run as ``settings["devices"]`` so a
 resume without these options evaluates where the run did; the number of evaluations in
 flight is ``SearchParams.parallel``, stored with the run's parameters.
 """

@@ -1,6 +1,6 @@
 """Benchmark the gemm family's candidate against cuBLAS (needs a GPU).
 
-    python benchmarks/bench_gemm.py [--quick] [--runs 30] [--configs default|sweep]
+    python tools/bench_gemm.py [--quick] [--runs 30] [--configs default|sweep]
                                     [--out runs/bench_gemm]
                                     [--parts all|bf16|fp32]
 

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cutegen.codegen._ceilings import MeasuredCeilings
-from cutegen.codegen.bench import TaskResult
+from cutegen.codegen.ceilings import MeasuredCeilings
+from cutegen.search.report.bench import TaskResult
 
 SCHEMA = 1
 
