@@ -224,11 +224,12 @@ def llm_summary(storage: BaseStorage, run_id: int) -> LLMSummary:
     by_model: dict[str, float] = {}
     outcomes: dict[str, int] = {}
     for c in calls:
-        by_model[c.model] = by_model.get(c.model, 0.0) + c.cost_usd
+        by_model[c.model] = by_model.get(c.model, 0.0) + (c.cost_usd or 0.0)
         outcomes[c.outcome] = outcomes.get(c.outcome, 0) + 1
     logical = {c.call_id or f"#{i}" for i, c in enumerate(calls)}
-    return LLMSummary(len(logical), len(calls), sum(c.prompt_tokens for c in calls),
-                      sum(c.completion_tokens for c in calls), sum(c.cost_usd for c in calls),
+    return LLMSummary(len(logical), len(calls), sum(c.prompt_tokens or 0 for c in calls),
+                      sum(c.completion_tokens or 0 for c in calls),
+                      sum(c.cost_usd or 0.0 for c in calls),
                       by_model, outcomes)
 
 

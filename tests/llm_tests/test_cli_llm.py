@@ -115,10 +115,9 @@ def _call(response: str, outcome: str = "ok") -> LLMCall:
 @pytest.fixture
 def filled_store(tmp_path):
     """A store with one run, one evaluated node, and two recorded LLM calls for it."""
-    from cutegen.codegen.llm.store_adapter import StoreCallRecorder
     from cutegen.codegen.rewriters.base import Move
     from cutegen.search import NodeState
-    from cutegen.search.storage import RunConfig, SqliteStorage
+    from cutegen.search.storage import RunConfig, SqliteStorage, StoreCallRecorder
 
     path = tmp_path / "store.db"
     store = SqliteStorage(path)

@@ -14,7 +14,6 @@ import pytest
 
 from cutegen._loopback_llm import completion_json, drip, error, fenced, reply, reset
 from cutegen.codegen.llm import (
-    InMemoryCallRecorder,
     LLMClient,
     LLMConfig,
     LLMDeadlineError,
@@ -24,6 +23,7 @@ from cutegen.codegen.llm import (
 )
 from cutegen.codegen.llm._transport import parse_retry_after, request_body
 from cutegen.errors import LLMError, RateLimitError
+from cutegen.testing import InMemoryCallRecorder
 
 REQ = LLMRequest("system text", "user text", purpose="rewrite")
 
