@@ -110,7 +110,7 @@ def make_pool(task: Task, settings: RunSettings, run_dir: Path, baselines: Any,
         GPURequiredError: no GPU visible (local backend).
         ConfigError: ray missing.
     """
-    from cutegen.codegen.compile_ahead import make_compile_ahead
+    from cutegen.codegen.pool import make_compile_ahead
 
     opts = settings.eval
     local = devices.backend != "ray"

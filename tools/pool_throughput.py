@@ -169,8 +169,8 @@ def _print(rows: list[Row], title: str) -> None:
 
 
 def gpu_mode(a: argparse.Namespace) -> list[Row]:
-    from cutegen.codegen.compile_ahead import make_compile_ahead
     from cutegen.codegen.eval.evaluator import LocalEvaluator
+    from cutegen.codegen.pool import make_compile_ahead
 
     task = resolve_task(a.task)
     gpus = [int(x) for x in a.gpus.split(",")]

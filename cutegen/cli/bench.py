@@ -11,7 +11,6 @@ store. Tables go to stdout; the searches' progress and summaries go to stderr.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -20,38 +19,12 @@ from typing import Any
 import click
 
 from cutegen import api
+from cutegen.cli.bench_jobs import open_job_run
 from cutegen.cli.options import db_option
 from cutegen.codegen.backend import EvalOptions, require_gpu
 from cutegen.errors import ConfigError, CuteGenError, DuplicatedRunError, GPURequiredError
 from cutegen.search import Budget
 from cutegen.settings import LLMSettings, RunSettings
-
-
-def open_job_run(command: str, kwargs: dict[str, Any], llm_config: Any) -> api.SearchRun:
-    """The run one task of a bench searches: created from its settings, or resumed with
-    its budget; ``gpu`` (search) or ``gpus`` (resume) and ``max_minutes`` of the job slot
-    applied. The bench's serial loop and its job processes both call this."""
-    max_minutes = kwargs.get("max_minutes")
-    if command == "resume":
-        budget = Budget.from_dict(kwargs["budget"])
-        if max_minutes is not None:
-            budget = dataclasses.replace(budget, max_wall_s=max_minutes * 60)
-        devices = api.resolve_devices(gpus=kwargs.get("gpus"))
-        return api.resume_run(kwargs["name"], db=kwargs["db"], budget=budget, devices=devices,
-                              llm_config=llm_config)
-    from cutegen.codegen.tasks import resolve_task
-
-    settings = RunSettings.from_dict(kwargs["settings"])
-    if kwargs.get("gpu") is not None:
-        settings = settings.replace(eval=dataclasses.replace(settings.eval, gpu=kwargs["gpu"]))
-    if max_minutes is not None:
-        settings = settings.replace(budget=dataclasses.replace(settings.budget,
-                                                               max_wall_s=max_minutes * 60))
-    kb = kwargs.get("kernelbench")
-    task = resolve_task(kwargs.get("task"), kernelbench=kb[0] if kb else None,
-                        level=kb[1] if kb else None, problem=kb[2] if kb else None)
-    return api.create_run(task, settings, db=kwargs["db"], name=kwargs["name"],
-                          llm_config=llm_config)
 
 
 def _llm_passthrough(f: Any) -> Any:

@@ -1,7 +1,7 @@
 """Several of a bench's task searches at once, one per GPU (``cutegen bench --jobs N``).
 
-Each task's search is the run the serial bench would make (:func:`cutegen.cli.bench.open_job_run`
-over the library entry point, from the same settings), but in a child process of its own
+Each task's search is the run the serial bench would make (:func:`open_job_run` over the
+library entry point, from the same settings), but in a child process of its own
 (``python -m cutegen.cli.bench_jobs SPEC.json``) pinned to one GPU. Children
 write their runs into the bench's store (SQLite in WAL mode with a busy timeout: separate
 runs, so they never contend for the same rows) and their output into one log file each;
@@ -13,6 +13,7 @@ A child that fails before its search could record anything leaves its message in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,6 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cutegen import api
+from cutegen.search import Budget
+from cutegen.settings import RunSettings
 
 #: How a child is started (a seam for tests, which run children in-process).
 Spawn = Callable[[Path, Path], Any]
@@ -152,9 +157,35 @@ def _stop(procs: Any, grace_s: float = 120.0) -> None:
             p.kill()
 
 
+def open_job_run(command: str, kwargs: dict[str, Any], llm_config: Any) -> api.SearchRun:
+    """The run one task of a bench searches: created from its settings, or resumed with
+    its budget; ``gpu`` (search) or ``gpus`` (resume) and ``max_minutes`` of the job slot
+    applied. The bench's serial loop and its job processes both call this."""
+    max_minutes = kwargs.get("max_minutes")
+    if command == "resume":
+        budget = Budget.from_dict(kwargs["budget"])
+        if max_minutes is not None:
+            budget = dataclasses.replace(budget, max_wall_s=max_minutes * 60)
+        devices = api.resolve_devices(gpus=kwargs.get("gpus"))
+        return api.resume_run(kwargs["name"], db=kwargs["db"], budget=budget, devices=devices,
+                              llm_config=llm_config)
+    from cutegen.codegen.tasks import resolve_task
+
+    settings = RunSettings.from_dict(kwargs["settings"])
+    if kwargs.get("gpu") is not None:
+        settings = settings.replace(eval=dataclasses.replace(settings.eval, gpu=kwargs["gpu"]))
+    if max_minutes is not None:
+        settings = settings.replace(budget=dataclasses.replace(settings.budget,
+                                                               max_wall_s=max_minutes * 60))
+    kb = kwargs.get("kernelbench")
+    task = resolve_task(kwargs.get("task"), kernelbench=kb[0] if kb else None,
+                        level=kb[1] if kb else None, problem=kb[2] if kb else None)
+    return api.create_run(task, settings, db=kwargs["db"], name=kwargs["name"],
+                          llm_config=llm_config)
+
+
 def run_spec(spec: Path) -> int:
     """The child: create or resume one run as the spec says and search it; 0 when it ran."""
-    from cutegen.cli.bench import open_job_run
     from cutegen.cli.llm import build_llm_config
     from cutegen.cli.search import search_with_progress
     from cutegen.errors import CuteGenError

@@ -115,7 +115,7 @@ def make_pool(task: Any, options: Any, run_dir: Path, storage: Any, dev: dict[st
         GPURequiredError: no GPU visible (local backend).
         ConfigError: ray missing.
     """
-    from cutegen.codegen.compile_ahead import make_compile_ahead
+    from cutegen.codegen.pool import make_compile_ahead
     from cutegen.search.storage import StoreBaselineCache
 
     local = dev["backend"] != "ray"
