@@ -108,3 +108,14 @@ def test_task_file_problems_are_named(tmp_path):
     assert load_kernelbench_task(tmp_path, 1, 23).name == "kb_L1_P23_Softmax"
     with pytest.raises(TaskError, match="no problem 24"):
         load_kernelbench_task(tmp_path, 1, 24)
+
+
+def test_development_scripts_stay_out_of_the_package():
+    """benchmarks/ ships data only (tasks, seeds, suites); scripts live in tools/, which
+    is not a package and not installed."""
+    shipped = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.is_file())
+    assert shipped == ["__init__.py"]
+    assert (ROOT / "tools" / "gpu_checks.sh").is_file()
+    assert not (ROOT / "tools" / "__init__.py").exists()
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "tools" not in cfg["package-dir"].values()
