@@ -2,7 +2,7 @@
 
 Pure parts (``_policy``: UCT, widening, rewards, dead ends; ``_tree``: statistics derived
 from stored facts; ``_best``: the statistically gated best), the search memory
-(``_memory``: Lessons), budgets (``_budget``), the facade (``_search.Search``) and what it
+(``_lessons``: Lessons), budgets (``_budget``), the facade (``_search.Search``) and what it
 hands back (``_results``), the parallel driver (``_parallel``), the profile hook
 (``_profile_hook``), sessions and resume checks (``_session``). Subpackages: the store
 (``storage``, below the search: it imports only the node records ``_node`` and ``_state``)

@@ -7,7 +7,7 @@ import pytest
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.rewriters.base import Move
-from cutegen.search._memory import Memory, classify, lesson_text
+from cutegen.search._lessons import Lessons, classify, lesson_text
 from cutegen.search.storage import LessonRecord, StoredResult
 
 
@@ -58,19 +58,19 @@ def test_views_prefer_this_task_then_family_one_per_move_outcome(storage, task, 
     _rec(storage, run.id, n.id, "softmax_fp32", "k2", "slower")
     _rec(storage, run.id, n.id, "softmax_fp32", "k2", "slower")  # duplicate (move, outcome)
     _rec(storage, run.id, n.id, "gemm_fp32", "k3", "faster")  # other family: not shown
-    mem = Memory(storage, run_id=run.id, task_name="softmax_fp32", task_sha256="s",
+    mem = Lessons(storage, run_id=run.id, task_name="softmax_fp32", task_sha256="s",
                  tolerance=0.02, limit=5)
     views = mem.views()
     assert [(v.task, v.description, v.outcome) for v in views] == [
         ("softmax_fp32", "k2", "slower"), ("softmax_bf16", "k1", "faster")]
-    assert Memory(storage, run_id=run.id, task_name="softmax_fp32", task_sha256="s",
+    assert Lessons(storage, run_id=run.id, task_name="softmax_fp32", task_sha256="s",
                   tolerance=0.02, limit=1).views()[0].task == "softmax_fp32"
 
 
 def test_banned_after_failing_the_same_way_twice(storage, task, run_config):
     run = storage.create_run("r", run_config(task))
     n = storage.add_node(run.id, parent_id=None, source=CandidateSource("x"), move=Move("s", "s"))
-    mem = Memory(storage, run_id=run.id, task_name="t", task_sha256="s", tolerance=0.02)
+    mem = Lessons(storage, run_id=run.id, task_name="t", task_sha256="s", tolerance=0.02)
     _rec(storage, run.id, n.id, "t", "a", "compile_error")
     _rec(storage, run.id, n.id, "t", "b", "compile_error")
     _rec(storage, run.id, n.id, "t", "b", "wrong")  # failed twice, but not the same way

@@ -1,4 +1,4 @@
-"""Search memory: Lessons, what each move did relative to its parent.
+"""Lessons: what each move did relative to its parent (the search's memory).
 
 Every evaluated child of a real parent leaves one lesson: the move, the outcome
 (``faster`` / ``slower`` / ``same`` beyond a noise tolerance, or the failure: ``compile_error``,
@@ -6,9 +6,9 @@ Every evaluated child of a real parent leaves one lesson: the move, the outcome
 when nothing was timed), the speed ratio and both times. Lessons are stored per run and read
 across runs and tasks of the same store:
 
-* :meth:`Memory.views` gives rewriters the lessons of this task first, then of the same
+* :meth:`Lessons.views` gives rewriters the lessons of this task first, then of the same
   task family (the name up to its first ``_``), newest first, one per (move, outcome);
-* :meth:`Memory.banned_moves` gives the moves that failed the same way at least twice on
+* :meth:`Lessons.banned_moves` gives the moves that failed the same way at least twice on
   the same parent source; the search passes them to the rewriter as
   ``RewriteContext.banned_moves`` so they are not tried a third time.
 
@@ -75,8 +75,9 @@ def lesson_text(*, description: str, outcome: str, ratio: float | None, task_nam
     return head + f"{shown:.2f}x {outcome}{times}"
 
 
-class Memory:
-    """Lessons of one run, read and written through the store."""
+class Lessons:
+    """The Lessons a run writes and the Lessons its rewriters read (this run's, this
+    task's and its family's across the store), through the store."""
 
     def __init__(self, storage: BaseStorage, *, run_id: int, task_name: str, task_sha256: str,
                  tolerance: float, limit: int = 12, ban_after: int = 2) -> None:
