@@ -127,13 +127,21 @@ def _fmt_us(t: Any) -> str:
 
 
 def print_evaluation(e: Any) -> None:
-    """A small human-readable table of an Evaluation (stdout)."""
+    """An Evaluation for people (stdout): the verdict line, then what went wrong (the
+    compiler's traceback, the candidate's output), then the table of numbers, so the table
+    never lands inside a traceback."""
     from rich.console import Console
     from rich.table import Table
 
     con = Console()
     color = "green" if e.ok else ("yellow" if e.verdict.value == "suspicious" else "red")
-    con.print(f"[bold {color}]{e.verdict.value}[/] at stage {e.stage.label}: {e.message}")
+    con.print(f"[bold {color}]{e.verdict.value}[/] at stage {e.stage.label}: ", end="")
+    con.print(e.message, markup=False, highlight=False)
+    for d in e.details[:3]:
+        con.print(d if len(d) < 4000 else d[-4000:], markup=False, highlight=False)
+    if not e.ok and e.log_tail:
+        con.print("[dim]candidate output (tail):[/]")
+        con.print(e.log_tail[-3000:], markup=False, highlight=False)
     tab = Table(show_header=False, box=None)
     if e.timing:
         tab.add_row("candidate", f"{_fmt_us(e.timing)}  (p10 {e.timing.p10_us:,.2f}, "
@@ -159,12 +167,8 @@ def print_evaluation(e: Any) -> None:
         tab.add_row("flags", ", ".join(e.flags))
     if e.stage_seconds:
         tab.add_row("time spent", ", ".join(f"{k} {v:.2f}s" for k, v in e.stage_seconds.items()))
-    con.print(tab)
-    for d in e.details[:3]:
-        con.print(d if len(d) < 4000 else d[-4000:], markup=False)
-    if not e.ok and e.log_tail:
-        con.print("[dim]candidate output (tail):[/]")
-        con.print(e.log_tail[-3000:], markup=False)
+    if tab.row_count:
+        con.print(tab)
 
 
 def _ci(base: Any, cand: Any) -> str:

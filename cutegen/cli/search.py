@@ -303,8 +303,8 @@ def show_cmd(run_name: str, node: int, db: str, as_json: bool) -> None:
 def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
     """The nodes of RUN: number (what `cutegen show` and `export` take), depth, move,
     verdict, speedup and, for failures, the message."""
-    from cutegen.cli.search_view import strip_ansi
     from cutegen.cli.table import print_table
+    from cutegen.codegen.evaluation import plain_text
 
     with contextlib.closing(api.open_store(db, must_exist=True, readonly=True)) as storage:
         run = storage.get_run(run_name)
@@ -317,7 +317,7 @@ def nodes_cmd(run_name: str, db: str, failed: bool, as_json: bool) -> None:
                          "state": n.state.label, "move": n.move.description,
                          "verdict": ev.verdict.value if ev else None,
                          "speedup": ev.speedup_eager if ev else None,
-                         "message": strip_ansi(ev.message) if ev and not ev.ok else ""})
+                         "message": plain_text(ev.message) if ev and not ev.ok else ""})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

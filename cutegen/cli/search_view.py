@@ -3,7 +3,6 @@ and JSON on stdout. Pure formatting over the store; no search logic."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -11,13 +10,6 @@ import click
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def strip_ansi(text: str) -> str:
-    """Text without terminal colour codes (older stored messages carry them)."""
-    return _ANSI.sub("", text)
 
 
 def _speed(x: float | None) -> str:

@@ -59,6 +59,19 @@ class PathStep:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedNode:
+    """A node whose evaluation failed, with what the evaluator said (``cutegen nodes RUN
+    --failed`` lists the same)."""
+
+    node_id: int
+    depth: int
+    move: str
+    verdict: str
+    stage: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class LLMSummary:
     """What the run spent on LLM calls."""
 
@@ -97,6 +110,7 @@ class RunReport:
     prunes: Mapping[str, int]
     tolerance: str
     gate_rejections: tuple[BestDecision, ...] = ()  # challengers the gate kept out
+    failures: tuple[FailedNode, ...] = ()  # every failed node, in node order
 
 
 def find_source(storage: BaseStorage, run: FrozenRun, node: FrozenNode) -> tuple[str | None, str]:
@@ -233,6 +247,17 @@ def llm_summary(storage: BaseStorage, run_id: int) -> LLMSummary:
                       by_model, outcomes)
 
 
+def failed_nodes(storage: BaseStorage, run_id: int) -> tuple[FailedNode, ...]:
+    """The run's nodes whose evaluation failed, in node order, with their messages."""
+    out = []
+    for n in storage.get_nodes(run_id):
+        ev = storage.get_evaluation(n.id)
+        if ev is not None and not ev.ok:
+            out.append(FailedNode(n.id, n.depth, n.move.description, ev.verdict.value,
+                                  ev.stage.label, ev.message))
+    return tuple(out)
+
+
 def run_state(run: FrozenRun, sessions: list[Session], now: float) -> str:
     """The run's status, with "running" read as "interrupted" when no session is alive."""
     live = any(session_live(s, now=now) for s in sessions)
@@ -285,7 +310,7 @@ def build_run_report(storage: BaseStorage, run: FrozenRun, *, node_id: int | Non
         + sum(d.retime_seconds for d in history),
         wall_seconds=sum(max(0.0, (s.ended_at or s.heartbeat_at) - s.started_at)
                          for s in sessions),
-        sessions=tuple(sessions), prunes=prunes,
+        sessions=tuple(sessions), prunes=prunes, failures=failed_nodes(storage, run.id),
         tolerance=tolerance_text(run.config.task_name, run.config.task_path))
 
 

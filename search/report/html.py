@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from cutegen.codegen.evaluation import plain_text
 from cutegen.search import session_live
 from cutegen.search.report.data import (
     RunReport,
@@ -63,7 +64,9 @@ details summary{cursor:pointer;color:#1f4fd1}
 
 
 def _e(x: Any) -> str:
-    return escape(str(x))
+    """Text for the page: control characters and terminal colour codes removed (stored
+    compiler messages may carry them), then HTML-escaped."""
+    return escape(plain_text(str(x)))
 
 
 def _us(x: float | None) -> str:
@@ -306,6 +309,21 @@ def _llm(r: RunReport) -> str:
                  numeric=(0, 1, 2, 3, 4))
 
 
+def _failures(r: RunReport) -> str:
+    if not r.failures:
+        return "<p>No node failed.</p>"
+    counts: dict[str, int] = {}
+    for f in r.failures:
+        counts[f.verdict] = counts.get(f.verdict, 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    rows = [(f.node_id, f.depth, f.move, f"{f.verdict} ({f.stage})", f.message)
+            for f in r.failures]
+    return (f"<details><summary>{len(r.failures)} failed node(s): {_e(summary)}; see one "
+            f"with <code>cutegen show {_e(r.run.name)} NODE</code></summary>"
+            + table(["node", "depth", "move", "verdict", "message"], rows, numeric=(0, 1))
+            + "</details>")
+
+
 def render_html(r: RunReport, *, db: str = "") -> str:
     """The report page (see the module docstring)."""
     run = r.run
@@ -330,7 +348,8 @@ def render_html(r: RunReport, *, db: str = "") -> str:
                     f"{_e(run.name)} {node.id} -o kernel.py</code></p>")
         body.append(f"<pre>{_e(r.source)}</pre>" if r.source is not None else
                     "<p class='warn'>The candidate's source is not available here.</p>")
-    body += ["<h2>LLM</h2>", _llm(r), "<h2>Environment</h2>", _environment(r, db),
+    body += ["<h2>Failed nodes</h2>", _failures(r), "<h2>LLM</h2>", _llm(r),
+             "<h2>Environment</h2>", _environment(r, db),
              f"<p class='note'>Every number on this page is derived from the store; rebuild "
              f"it with <code>cutegen report {_e(run.name)}</code>.</p>"]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"

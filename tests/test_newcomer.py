@@ -1,0 +1,101 @@
+"""The newcomer's path (issue 18): what a first hour ran into, each checked here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from cutegen.codegen.evaluation import Evaluation, Stage, Verdict
+
+TRACEBACK = ("Traceback (most recent call last):\n"
+             '  File "/home/me/cand.py", line 12, in kernel\n'
+             "    x = cute.make_tensor(a, b)\n"
+             "DSLUserCodeError: make_tensor() got an unexpected layout")
+
+
+def _compile_error() -> Evaluation:
+    return Evaluation("c" * 64, "t" * 64, Stage.COMPILE, Verdict.COMPILE_ERROR,
+                      message="DSLUserCodeError: make_tensor() got an unexpected layout "
+                              "(cand.py line 12)",
+                      details=(TRACEBACK,), stage_seconds={"compile": 1.25, "static": 0.01},
+                      log_tail="compiling kernel_cutlass_x ...")
+
+
+class _Evaluator:
+    def __init__(self, e: Evaluation) -> None:
+        self.e = e
+
+    def evaluate(self, cand: object) -> Evaluation:
+        return self.e
+
+    def close(self) -> None:
+        pass
+
+
+def test_eval_prints_its_time_table_after_the_traceback(tmp_path, monkeypatch):
+    import cutegen.codegen.backend as backend
+    from cutegen.cli import _attach_commands, cli
+
+    monkeypatch.setattr(backend, "local_evaluator", lambda *a, **k: _Evaluator(_compile_error()))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    _attach_commands()
+    r = CliRunner().invoke(cli, ["eval", "softmax_bf16", str(cand), "--compile-only",
+                                 "--run-dir", str(tmp_path / "run")])
+    out = r.stdout
+    assert r.exit_code == 1, r.output
+    assert out.index("compile_error at stage compile: DSLUserCodeError") < out.index("Traceback")
+    # the whole traceback first, then the candidate's output, then the numbers
+    assert out.index("Traceback") < out.index("unexpected layout\n") < out.index("time spent")
+    assert out.index("candidate output") < out.index("time spent")
+
+
+def _store_with_a_failed_node(tmp_path: Path):
+    from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.rewriters.base import Move
+    from cutegen.search import NodeState
+    from cutegen.search.storage import RunConfig, SqliteStorage
+
+    store = SqliteStorage(tmp_path / "store.db")
+    run = store.create_run("r1", RunConfig("toy", "toy.py", "0" * 64))
+    nodes = []
+    for i, (verdict, message, details) in enumerate((
+            (Verdict.COMPILED, "compiled", ()),
+            (Verdict.COMPILE_ERROR,  # as stored before the evaluator stripped colour codes
+             "\x1b[31mDSLUserCodeError:\x1b[0m shape <4, 8> & stride mismatch",
+             ("\x1b[1mTraceback\x1b[0m (most recent call last):\n  <module>\x07",)))):
+        cand = CandidateSource(f"class ModelNew: pass  # {i}\n", "seed")
+        node = store.add_node(run.id, parent_id=None, source=cand, move=Move("seed", f"seed {i}"))
+        store.set_node_state(node.id, NodeState.RUNNING, expected=NodeState.WAITING)
+        store.record_evaluation(node.id, Evaluation(cand.sha256, "0" * 64, Stage.COMPILE,
+                                                    verdict, message, details=details),
+                                reward=0.0)
+        nodes.append(node)
+    return store, run, nodes
+
+
+def test_the_report_shows_stored_messages_as_plain_escaped_text(tmp_path):
+    from cutegen.search.report import build_run_report, render_html
+
+    store, run, (_, failed) = _store_with_a_failed_node(tmp_path)
+    page = render_html(build_run_report(store, run, node_id=failed.id))
+    store.close()
+    assert "\x1b" not in page and "\x07" not in page and "[31m" not in page
+    assert "DSLUserCodeError: shape &lt;4, 8&gt; &amp; stride mismatch" in page
+    assert "<4, 8>" not in page and "Traceback (most recent call last)" in page
+
+
+def test_the_report_lists_failed_nodes_with_their_messages(tmp_path):
+    from cutegen.search.report import build_run_report, render_html
+
+    store, run, (ok, failed) = _store_with_a_failed_node(tmp_path)
+    report = build_run_report(store, run)
+    page = render_html(report)
+    store.close()
+    assert [(f.node_id, f.verdict) for f in report.failures] == [(failed.id, "compile_error")]
+    section = page[page.index("<h2>Failed nodes</h2>"):page.index("<h2>LLM</h2>")]
+    assert "1 failed node(s): compile_error 1" in section
+    assert f"<tr><td class='n'>{failed.id}</td>" in section and "seed 1" in section
+    assert "DSLUserCodeError: shape &lt;4, 8&gt;" in section
+    assert f"<tr><td class='n'>{ok.id}</td>" not in section
