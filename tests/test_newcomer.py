@@ -99,3 +99,60 @@ def test_the_report_lists_failed_nodes_with_their_messages(tmp_path):
     assert f"<tr><td class='n'>{failed.id}</td>" in section and "seed 1" in section
     assert "DSLUserCodeError: shape &lt;4, 8&gt;" in section
     assert f"<tr><td class='n'>{ok.id}</td>" not in section
+
+
+def _fake_nvdisasm(monkeypatch) -> list[str]:
+    import cutegen.codegen.compile_cache as cc
+
+    calls: list[str] = []
+
+    def disassemble(cubin: Path) -> str:
+        calls.append(cubin.name)
+        return f"// SASS of {cubin.name}\n        /*0000*/ LDG.E.128 R0, [R2.64] ;\n"
+
+    monkeypatch.setattr(cc, "disassemble_cubin", disassemble, raising=False)
+    return calls
+
+
+def test_a_compile_served_from_the_cache_has_its_sass(tmp_path, monkeypatch):
+    """An entry a GPU worker stored (PTX and cubin: the DSL keeps SASS only when compiling
+    compile-only) gives a compile-only evaluation served from the cache its SASS too."""
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.compile_cache import CompileCache, CompileEntry
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
+    from cutegen.codegen.tasks import resolve_task, seeds_dir
+
+    calls = _fake_nvdisasm(monkeypatch)
+    cubin, ptx = tmp_path / "k.sm_90a.cubin", tmp_path / "k.sm_90a.ptx"
+    cubin.write_bytes(b"\x7fELF fake")
+    ptx.write_text("// ptx")
+    cache = CompileCache(tmp_path / "cache")
+    cand = CandidateSource.from_path(seeds_dir() / "softmax.py")
+    with LocalEvaluator(resolve_task("softmax_bf16"), EvalOptions(compile_only=True),
+                        run_dir=tmp_path / "run", compile_cache=cache) as ev:
+        cache.put(ev._key(cand), CompileEntry(ok=True, kernels=("k",)),
+                  {cubin.name: cubin, ptx.name: ptx})
+        e = ev.evaluate(cand)
+    assert e.compile_cached and "k.sass" in e.artifacts, e.artifacts
+    assert (tmp_path / "run" / e.artifacts["k.sass"]).read_text().startswith("// SASS of k.")
+    assert calls == ["k.sm_90a.cubin"]
+
+
+def test_an_older_cache_entry_gets_its_sass_once(tmp_path, monkeypatch):
+    import json
+
+    from cutegen.codegen.compile_cache import CompileCache
+
+    calls = _fake_nvdisasm(monkeypatch)
+    entry = tmp_path / "cache" / "key1"
+    entry.mkdir(parents=True)
+    (entry / "k.sm_90a.cubin").write_bytes(b"\x7fELF fake")
+    (entry / "entry.json").write_text(json.dumps({"ok": True, "kernels": ["k"],
+                                                  "files": ["k.sm_90a.cubin"]}))
+    cache = CompileCache(tmp_path / "cache")
+    for _ in range(2):
+        got = cache.get("key1")
+        assert got is not None and got.files == ("k.sm_90a.cubin", "k.sass")
+    assert calls == ["k.sm_90a.cubin"]  # read twice, disassembled once
+    assert (entry / "k.sass").read_text().startswith("// SASS of k.sm_90a.cubin")
