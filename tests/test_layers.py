@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                    "cutegen.codegen.compile_cache", "cutegen.codegen.compile_ahead",
                    "cutegen.codegen.pool", "cutegen.codegen.ray_backend",
                    "cutegen.codegen.launch", "cutegen.codegen.ceilings",
-                   "cutegen.codegen._timing")),
+                   "cutegen.codegen.scratch", "cutegen.codegen._timing")),
     # the rewriter seam's records (Move, Proposal, RewriteContext) and the LLM client
     ("rewriter contract", ("cutegen.codegen.rewriters.base", "cutegen.codegen.llm")),
     # the rewriters themselves: kernel families, prompts, the built-in / llm / mixed rewriters

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -156,3 +157,78 @@ def test_an_older_cache_entry_gets_its_sass_once(tmp_path, monkeypatch):
         assert got is not None and got.files == ("k.sm_90a.cubin", "k.sass")
     assert calls == ["k.sm_90a.cubin"]  # read twice, disassembled once
     assert (entry / "k.sass").read_text().startswith("// SASS of k.sm_90a.cubin")
+
+
+def test_a_killed_searchs_scratch_folder_is_swept_by_the_next_evaluator(tmp_path):
+    """kill -9 leaves the evaluator's /dev/shm/cutegen-* folder; the next one removes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
+    from cutegen.codegen.tasks import resolve_task
+
+    code = ("import sys, time\n"
+            "from cutegen.codegen.backend import EvalOptions\n"
+            "from cutegen.codegen.eval.evaluator import LocalEvaluator\n"
+            "from cutegen.codegen.tasks import resolve_task\n"
+            "ev = LocalEvaluator(resolve_task('softmax_bf16'), EvalOptions(compile_only=True), "
+            "run_dir=sys.argv[1])\n"
+            "print(ev.scratch, flush=True)\n"
+            "time.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run1")],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        left = Path(child.stdout.readline().strip())
+        assert left.name.startswith("cutegen-") and left.is_dir()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert left.is_dir()  # nothing removed it: the search was killed
+    with LocalEvaluator(resolve_task("softmax_bf16"), EvalOptions(compile_only=True),
+                        run_dir=tmp_path / "run2") as ev:
+        assert ev.scratch.is_dir() and not left.exists()
+
+
+def test_the_sweep_removes_only_what_a_dead_evaluator_of_this_host_left(tmp_path):
+    import json
+    import socket
+
+    from cutegen.codegen.scratch import MARKER, make_scratch, sweep_scratch
+
+    def folder(name: str, owner: dict | None) -> Path:
+        d = tmp_path / name
+        (d / "ref").mkdir(parents=True)
+        if owner is not None:
+            (d / MARKER).write_text(json.dumps(owner))
+        return d
+
+    host = socket.gethostname()
+    dead = folder("cutegen-dead1234", {"host": host, "pid": 1 << 30, "start": 1})
+    reused = folder("cutegen-reused12", {"host": host, "pid": os.getpid(), "start": -5})
+    mine = make_scratch(tmp_path)
+    elsewhere = folder("cutegen-other123", {"host": host + "-x", "pid": 1 << 30})
+    unmarked = folder("cutegen-unmarked", None)  # not in /dev/shm: never guessed at
+    bench = folder("cutegen-bench", None)
+    removed = sweep_scratch([tmp_path], now=1e12)
+    assert sorted(removed) == sorted([dead, reused])
+    assert mine.is_dir() and elsewhere.is_dir() and unmarked.is_dir() and bench.is_dir()
+
+
+def test_an_older_cutegens_unmarked_folder_in_shared_memory_goes_after_a_quiet_day(
+        tmp_path, monkeypatch):
+    import time
+
+    import cutegen.codegen.scratch as scratch
+
+    monkeypatch.setattr(scratch, "SHM", tmp_path)
+    old = tmp_path / "cutegen-abcd_123"
+    (old / "ref").mkdir(parents=True)
+    plain = tmp_path / "cutegen-xyzw_987"  # no ref folder: not plainly an evaluator's
+    plain.mkdir()
+    now = time.time()
+    assert scratch.sweep_scratch([tmp_path], now=now + 3600) == []  # still quiet for < a day
+    assert scratch.sweep_scratch([tmp_path], now=now + 2 * 86400) == [old]
+    assert plain.is_dir()
