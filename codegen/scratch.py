@@ -35,7 +35,7 @@ UNMARKED_GRACE_S = 24 * 3600.0
 _MKDTEMP_NAME = re.compile(re.escape(PREFIX) + r"[a-z0-9_]{8}")
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc), None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -44,11 +44,9 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
-def owner_alive(owner: dict[str, object]) -> bool:
-    """Whether the process a marker names still runs (this host only; a zombie is gone)."""
-    pid = owner.get("pid")
-    if not isinstance(pid, int):
-        return False
+def process_alive(pid: int, start: int | None = None) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie does not), and, given its start
+    time (:func:`start_time`), whether it is still the same process (pids are reused)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -58,11 +56,14 @@ def owner_alive(owner: dict[str, object]) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True  # no /proc: the pid exists, take it as the owner
-    if state == "Z":
-        return False
-    start = owner.get("start")
-    return start is None or start == _start_time(pid)
+        return True  # no /proc: the pid exists, take it as alive
+    return state != "Z" and (start is None or start == start_time(pid))
+
+
+def owner_alive(owner: dict[str, object]) -> bool:
+    """Whether the process a scratch folder's marker names still runs (on this host)."""
+    pid, start = owner.get("pid"), owner.get("start")
+    return isinstance(pid, int) and process_alive(pid, start if isinstance(start, int) else None)
 
 
 def _last_change(d: Path) -> float:
@@ -131,5 +132,5 @@ def make_scratch(root: Path) -> Path:
     d = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
     me = os.getpid()
     (d / MARKER).write_text(json.dumps({"host": socket.gethostname(), "pid": me,
-                                        "start": _start_time(me)}))
+                                        "start": start_time(me)}))
     return d
