@@ -1,7 +1,8 @@
 """Compile-ahead: compile candidates on CPU workers before they take a GPU.
 
 Compiling needs no GPU (``CUTE_DSL_ARCH=sm_90a``), so a pool of CPU compile-only slots
-(:func:`make_compile_ahead`) can see every candidate first. What it can reuse, as checked
+(:func:`cutegen.codegen.pool.make_compile_ahead`) can see every candidate first; this module
+is the policy of what that pass may settle. What it can reuse, as checked
 against nvidia-cutlass-dsl 4.8.1:
 
 * **Verdicts** (used): a candidate the DSL refuses to compile, or that the static checks
@@ -19,7 +20,7 @@ against nvidia-cutlass-dsl 4.8.1:
   candidate's per-worker module name (``cutegen_candidate_<token>``), so two workers never
   produce the same key anyway. Reusing it would need a per-source cache folder and a
   module name derived from the source hash, checked on a GPU first (see
-  ``benchmarks/pool_throughput.py --help``).
+  ``tools/pool_throughput.py --help``).
 
 Only failures the GPU would see identically are trusted: a DSL compile error whose message
 does not come from the CUDA driver (a kernel that queries the device while compiling may
@@ -30,12 +31,8 @@ crash, timeout on a slow CPU, a decoy) goes on to the GPU evaluation.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import Any
 
-from cutegen.codegen.backend import BaselineCache, EvalOptions
 from cutegen.codegen.evaluation import Evaluation, Verdict
-from cutegen.codegen.tasks import Task
 
 #: Flag added to an Evaluation settled by the CPU pass.
 FLAG = "compile_ahead:cpu"
@@ -60,28 +57,3 @@ def settled_before_gpu(ev: Evaluation) -> Evaluation | None:
     if any(m in text for m in _DRIVER_MARKERS):
         return None
     return dataclasses.replace(ev, flags=(*ev.flags, FLAG))
-
-
-def make_compile_ahead(task: Task, options: EvalOptions, run_dir: Path, *, workers: int,
-                       baseline_cache: BaselineCache | None = None,
-                       compile_cache: Any = None) -> Any:
-    """A pool of ``workers`` CPU compile-only slots for :class:`~cutegen.codegen.pool.GpuPool`
-    (its ``compile_ahead`` argument).
-
-    Args:
-        task / run_dir: as for the GPU pool.
-        options: the GPU pool's options; the slots use them with ``compile_only=True`` and no
-            GPU (arch, compile timeout and ``keep_sass`` stay, so cache keys match).
-        workers: CPU slots (each runs one compile at a time in its own worker process).
-
-    Raises:
-        ConfigError: ``workers`` < 1.
-    """
-    from cutegen.codegen.pool import GpuPool
-    from cutegen.errors import ConfigError
-
-    if workers < 1:
-        raise ConfigError("compile-ahead needs at least one CPU worker")
-    opts = dataclasses.replace(options, compile_only=True, gpu=None)
-    return GpuPool(task, opts, run_dir, gpus=[None] * workers, baseline_cache=baseline_cache,
-                   compile_cache=compile_cache)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -18,6 +19,17 @@ from typing import Any
 #: Bumped whenever a change to verification or timing could change a verdict or a number.
 #: Stored with every evaluation; older "correct" verdicts are stale under a newer harness.
 HARNESS_VERSION = 2
+
+#: Terminal escape sequences (colours, cursor moves) and the other control characters that
+#: compiler output carries; tabs and line breaks are kept.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` as a person should read it: terminal colour codes and other control
+    characters removed (messages stored before the evaluator stripped them still carry
+    them, and they show as boxes in a browser)."""
+    return _CONTROL.sub("", text)
 
 
 class Stage(enum.IntEnum):

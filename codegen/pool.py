@@ -49,6 +49,7 @@ from cutegen.codegen.backend import (
     local_evaluator,
 )
 from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.compile_ahead import settled_before_gpu
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ConfigError, DeviceLostError, GPURequiredError, InfrastructureError
@@ -256,8 +257,6 @@ class GpuPool:
         if self._ahead is None:
             self._jobs.put((candidate, fut))
             return fut
-        from cutegen.codegen.compile_ahead import settled_before_gpu
-
         def after(pre: Future[Evaluation]) -> None:
             try:
                 settled = settled_before_gpu(pre.result())
@@ -423,3 +422,24 @@ def _local_factory(task: Task, options: EvalOptions, run_dir: Path,
 
     return make
 
+
+def make_compile_ahead(task: Task, options: EvalOptions, run_dir: Path, *, workers: int,
+                       baseline_cache: BaselineCache | None = None,
+                       compile_cache: Any = None) -> Any:
+    """A pool of ``workers`` CPU compile-only slots for :class:`~cutegen.codegen.pool.GpuPool`
+    (its ``compile_ahead`` argument).
+
+    Args:
+        task / run_dir: as for the GPU pool.
+        options: the GPU pool's options; the slots use them with ``compile_only=True`` and no
+            GPU (arch, compile timeout and ``keep_sass`` stay, so cache keys match).
+        workers: CPU slots (each runs one compile at a time in its own worker process).
+
+    Raises:
+        ConfigError: ``workers`` < 1.
+    """
+    if workers < 1:
+        raise ConfigError("compile-ahead needs at least one CPU worker")
+    opts = dataclasses.replace(options, compile_only=True, gpu=None)
+    return GpuPool(task, opts, run_dir, gpus=[None] * workers, baseline_cache=baseline_cache,
+                   compile_cache=compile_cache)

@@ -1,7 +1,7 @@
 """Beyond one host: evaluation on a Ray cluster, behind the same Evaluator interface.
 
-Optional extra: ``pip install 'cutegen[ray]'``. Ray is imported only when this backend is
-used, so the core never needs it.
+Optional extra: ``pip install -e ".[ray]"`` from a checkout (cutegen is not on an index).
+Ray is imported only when this backend is used, so the core never needs it.
 
 :func:`make_ray_pool` starts one Ray actor per device (``num_gpus=1``: Ray places it on a
 host with a free GPU and sets ``CUDA_VISIBLE_DEVICES`` for it); each actor owns a
@@ -66,7 +66,8 @@ def require_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise ConfigError("--backend ray needs Ray: pip install 'cutegen[ray]'") from e
+        raise ConfigError('--backend ray needs Ray: pip install -e ".[ray]" from a checkout of '
+                          'cutegen (or pip install ray)') from e
     return ray
 
 

@@ -17,10 +17,21 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+import pluggy
+
 try:
     __version__ = version("cutegen")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
+
+#: pluggy's markers for the ``cutegen`` project (the pluggy project name is also the
+#: entry-point group plugins register under). They live at the bottom of the package so
+#: that the built-in profilers, which are plugins like any other, mark their hooks without
+#: importing the plugin machinery above them; :mod:`cutegen.plugins` re-exports both, and
+#: the hooks themselves are declared in :mod:`cutegen.plugins.hookspecs`.
+PROJECT = "cutegen"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: The library entry point, imported on first use so that ``import cutegen`` stays light.
 _LAZY = {
@@ -42,4 +53,4 @@ def __getattr__(name: str) -> object:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["PROJECT", "__version__", "hookimpl", "hookspec", *_LAZY]

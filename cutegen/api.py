@@ -39,7 +39,13 @@ from cutegen.errors import (
     TaskError,
 )
 from cutegen.search import Budget, RunSummary, Search, StepReport, check_resume
-from cutegen.search.storage import BaseStorage, FrozenRun, RunConfig, SqliteStorage
+from cutegen.search.storage import (
+    BaseStorage,
+    FrozenRun,
+    RunConfig,
+    SqliteStorage,
+    StoreCallRecorder,
+)
 from cutegen.settings import DeviceSettings, RunSettings, SeedCandidate
 
 if TYPE_CHECKING:
@@ -104,7 +110,7 @@ def make_pool(task: Task, settings: RunSettings, run_dir: Path, baselines: Any,
         GPURequiredError: no GPU visible (local backend).
         ConfigError: ray missing.
     """
-    from cutegen.codegen.compile_ahead import make_compile_ahead
+    from cutegen.codegen.pool import make_compile_ahead
 
     opts = settings.eval
     local = devices.backend != "ray"
@@ -209,7 +215,6 @@ def make_rewriter(settings: RunSettings, storage: BaseStorage, run: FrozenRun,
     if settings.rewriter == "builtin":
         return builtin
     from cutegen.codegen.llm import LLMClient
-    from cutegen.codegen.llm.store_adapter import StoreCallRecorder
     from cutegen.codegen.rewriters.llm import LLMRewriter, compile_check_from
     from cutegen.codegen.rewriters.mixed import MixedRewriter
 

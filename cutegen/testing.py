@@ -7,6 +7,7 @@ and extension authors can test against them too. Keep each fake small and determ
 * :func:`fake_evaluator_factory`: one FakeEvaluator per device of a pool (picklable).
 * :class:`FakeRewriter`: proposes deterministic variants of any cost class.
 * :class:`FakeClock`: a clock tests advance by hand.
+* :class:`InMemoryCallRecorder`: the LLM client's call recorder without a store.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from cutegen.codegen.candidate import CandidateSource, TunableValue, parse_tunables
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
+from cutegen.codegen.llm.records import LLMCall
 from cutegen.codegen.rewriters.base import CostClass, Move, Proposal, RewriteContext
 from cutegen.errors import CandidateError
 
@@ -262,6 +264,24 @@ class FakeRewriter:
             if len(out) >= n:
                 break
         return out
+
+
+class InMemoryCallRecorder:
+    """A :class:`~cutegen.codegen.llm.CallRecorder` that keeps the records in a list (lost
+    when the process ends; a run's real recorder is
+    :class:`cutegen.search.storage.StoreCallRecorder`)."""
+
+    def __init__(self, calls: Sequence[LLMCall] = ()) -> None:
+        self._lock = threading.Lock()
+        self.calls: list[LLMCall] = list(calls)
+
+    def record(self, call: LLMCall) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def spent_usd(self) -> float:
+        with self._lock:
+            return sum(c.cost_usd or 0.0 for c in self.calls)
 
 
 class FakeClock:

@@ -24,7 +24,7 @@ import pluggy
 
 from cutegen.errors import ConfigError, PluginError
 from cutegen.plugins import hookspecs
-from cutegen.profilers._base import Profiler
+from cutegen.profilers import Profiler
 
 if TYPE_CHECKING:
     import click

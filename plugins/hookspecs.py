@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pluggy
+from cutegen import PROJECT, hookimpl, hookspec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,11 +23,7 @@ if TYPE_CHECKING:
 
     from cutegen.profilers import Profiler
 
-#: The pluggy project name; also the entry-point group plugins register under.
-PROJECT = "cutegen"
-
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+__all__ = ["PROJECT", "hookimpl", "hookspec", "register_commands", "register_profilers"]
 
 
 @hookspec

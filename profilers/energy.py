@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from cutegen.plugins.hookspecs import hookimpl
+from cutegen import hookimpl
 from cutegen.profilers import protocol
 from cutegen.profilers._base import Bottleneck, Finding, ProfileReport, ProfileTarget, Status
 from cutegen.profilers._run import gpu_visible, run_tool

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cutegen.plugins.hookspecs import hookimpl
+from cutegen import hookimpl
 from cutegen.profilers._base import (
     Bottleneck,
     BottleneckKind,

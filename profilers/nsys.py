@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from cutegen.plugins.hookspecs import hookimpl
+from cutegen import hookimpl
 from cutegen.profilers import protocol
 from cutegen.profilers._base import (
     Bottleneck,

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from cutegen.plugins.hookspecs import hookimpl
+from cutegen import hookimpl
 from cutegen.profilers._base import Bottleneck, Finding, ProfileReport, ProfileTarget, Status
 from cutegen.profilers._cubin import CubinFormatError, KernelResources, parse_cubin
 from cutegen.profilers._occupancy import estimate_occupancy

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from cutegen.codegen.backend import Aborts, AsyncEvaluator, Prepares
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.errors import BudgetExceededError, ConfigError, InfrastructureError
-from cutegen.search._report import NodeHandle, RunSummary, StepReport
+from cutegen.search._results import NodeHandle, RunSummary, StepReport
 from cutegen.search._state import NodeState
 
 if TYPE_CHECKING:

@@ -38,11 +38,11 @@ from cutegen.errors import BudgetExceededError, CuteGenError, InfrastructureErro
 from cutegen.profilers import Finding
 from cutegen.search import _best, _policy
 from cutegen.search._budget import Budget, Usage
-from cutegen.search._memory import Memory, classify
+from cutegen.search._lessons import Lessons, classify
 from cutegen.search._node import ROOT, FrozenNode
 from cutegen.search._params import SearchParams
 from cutegen.search._profile_hook import STAGE1, ProfileHook
-from cutegen.search._report import NodeHandle, RunSummary, StepReport
+from cutegen.search._results import NodeHandle, RunSummary, StepReport
 from cutegen.search._session import HOST, Heartbeat, SetView, log, pid_alive
 from cutegen.search._state import NodeState
 from cutegen.search._tree import ResultFact, Selection, TreeCache
@@ -81,7 +81,7 @@ class Search:
         self._broken = False
         self._asked_at: dict[int, float] = {}  # node id -> when ask() claimed it
         self._eval_s: list[float] = []  # ask-to-tell seconds of this session's evaluations
-        self._memory = Memory(storage, run_id=run.id, task_name=task.name,
+        self._lessons = Lessons(storage, run_id=run.id, task_name=task.name,
                               task_sha256=task.sha256, tolerance=self.params.same_tolerance,
                               limit=self.params.lessons_limit, ban_after=self.params.ban_after)
 
@@ -233,13 +233,13 @@ class Search:
     def _context(self, v: int) -> RewriteContext:
         seen = SetView(self._seen)
         if v == ROOT:
-            return RewriteContext(task=self.task, lessons=self._memory.views(), seen_sources=seen)
+            return RewriteContext(task=self.task, lessons=self._lessons.views(), seen_sources=seen)
         node = self._nodes[v]
         return RewriteContext(
             task=self.task, parent=CandidateSource(self.storage.get_source(v), node.origin),
             evaluation=self.storage.get_evaluation(v), findings=self._findings(v),
-            lessons=self._memory.views(), depth=node.depth, seen_sources=seen,
-            banned_moves=self._memory.banned_moves(node.source_sha256))
+            lessons=self._lessons.views(), depth=node.depth, seen_sources=seen,
+            banned_moves=self._lessons.banned_moves(node.source_sha256))
 
     def _findings(self, node_id: int) -> tuple[Finding, ...]:
         """What the profilers found on a node, for its rewriter: the stage-1 class and
@@ -295,7 +295,7 @@ class Search:
                               ev.speedup_compile, gpu_s)
         lesson = None
         if node.parent_id is not None:
-            lesson = self._memory.lesson(node=node, parent=self._nodes[node.parent_id],
+            lesson = self._lessons.lesson(node=node, parent=self._nodes[node.parent_id],
                                          parent_result=self._results[node.parent_id],
                                          child_result=result)
         try:
@@ -403,7 +403,7 @@ class Search:
         result = StoredResult(0, node.id, ev.verdict, reward, None, None, None)
         lesson = None
         if node.parent_id is not None:
-            lesson = self._memory.lesson(node=node, parent=self._nodes[node.parent_id],
+            lesson = self._lessons.lesson(node=node, parent=self._nodes[node.parent_id],
                                          parent_result=self._results[node.parent_id],
                                          child_result=result)
         if node.id in self._waiting:

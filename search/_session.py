@@ -3,39 +3,38 @@
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from pathlib import Path
 
 from cutegen.codegen import toolchain
+from cutegen.codegen.scratch import process_alive
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ResumeMismatchError
-from cutegen.search.storage import BaseStorage, FrozenRun
+from cutegen.search.storage import BaseStorage, FrozenRun, Session
 
 log = logging.getLogger("cutegen.search")
 
 HOST = socket.gethostname()
 
+#: Seconds without a heartbeat after which a session that recorded no end counts as dead
+#: (the default of ``SearchParams.stale_after_s``).
+STALE_AFTER_S = 120.0
+
 
 def pid_alive(host: str, pid: int) -> bool:
     """Whether a session's process still runs. On another host we cannot tell and say yes
     (its heartbeat going stale is then what frees the run). A zombie counts as dead."""
-    if host != HOST:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return host != HOST or process_alive(pid)
+
+
+def session_live(s: Session, *, now: float, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Whether a search session still runs: no end recorded, a heartbeat younger than
+    ``stale_after_s`` and, on this host, its process alive. The one judgement behind
+    ``cutegen status`` ("stopped"), ``cutegen rm`` (refused while live) and the report."""
+    return (s.ended_at is None and now - s.heartbeat_at < stale_after_s
+            and pid_alive(s.host, s.pid))
 
 
 class Heartbeat:

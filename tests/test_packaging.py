@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_subpackage_on_disk_is_declared_in_pyproject():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = {"cutegen"}
-    for top, name in (("search", "search"), ("codegen", "codegen"), ("profilers", "profilers"),
-                      ("plugins", "plugins"), ("benchmarks", "benchmarks")):
+    on_disk = set()
+    for top, name in (("cutegen", ""), ("search", "search"), ("codegen", "codegen"),
+                      ("profilers", "profilers"), ("plugins", "plugins"),
+                      ("benchmarks", "benchmarks")):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top).parts
-            on_disk.add(".".join(("cutegen", name, *rel)))
+            on_disk.add(".".join(p for p in ("cutegen", name, *rel) if p))
     assert on_disk == set(cfg["packages"])
 
 
@@ -107,3 +108,14 @@ def test_task_file_problems_are_named(tmp_path):
     assert load_kernelbench_task(tmp_path, 1, 23).name == "kb_L1_P23_Softmax"
     with pytest.raises(TaskError, match="no problem 24"):
         load_kernelbench_task(tmp_path, 1, 24)
+
+
+def test_development_scripts_stay_out_of_the_package():
+    """benchmarks/ ships data only (tasks, seeds, suites); scripts live in tools/, which
+    is not a package and not installed."""
+    shipped = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.is_file())
+    assert shipped == ["__init__.py"]
+    assert (ROOT / "tools" / "gpu_checks.sh").is_file()
+    assert not (ROOT / "tools" / "__init__.py").exists()
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "tools" not in cfg["package-dir"].values()

@@ -43,6 +43,7 @@ from cutegen.codegen.roofline import (
     roofline,
     speed_of_light_us,
 )
+from cutegen.codegen.scratch import make_scratch
 from cutegen.codegen.tasks import Task
 from cutegen.codegen.toolchain import fingerprint, nvdisasm_for_dsl, versions
 from cutegen.errors import InfrastructureError
@@ -111,7 +112,7 @@ class LocalEvaluator:
         self.cache = compile_cache or CompileCache(default_dir())
         self.baseline_cache = baseline_cache
         self.ceilings = ceilings
-        self.scratch = Path(tempfile.mkdtemp(prefix="cutegen-", dir=_scratch_root()))
+        self.scratch = make_scratch(_scratch_root())  # owned; a dead owner's is swept
         self.native_lib: Path | None = None
         self.cupti: Path | None = None
         self.ref = ReferenceChannel(task_path=task.path, task_name=task.name, mode=self.mode,

@@ -48,7 +48,7 @@ def per_call_us(durations_ns: list[tuple[str, float]], calls: int) -> list[float
 
 def external_kernel_time(ev: LocalEvaluator, cand: CandidateSource, *,
                          timeout_s: float = 300.0) -> ExternalTime:
-    from cutegen.profilers._run import find_tool, run_tool
+    from cutegen.profilers import find_tool, run_tool
     from cutegen.profilers.ncu import NCU_CANDIDATES, parse_ncu_csv
     from cutegen.profilers.protocol import ENV_REPEAT, ENV_WARMUP
 

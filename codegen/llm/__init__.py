@@ -2,8 +2,8 @@
 
 Ownership: this package owns the endpoint configuration (:class:`LLMConfig`, prices), the
 client with its single retry loop and deadlines (:class:`LLMClient`), the dollar cap
-(:class:`CostLedger`), the record of every attempt (:class:`LLMCall`,
-:class:`CallRecorder`) and the pure extraction of a candidate from a reply
+(:class:`CostLedger`), the record of every attempt (:class:`LLMCall`, which the store
+keeps as it is, and the :class:`CallRecorder` seam it goes through) and the pure extraction of a candidate from a reply
 (:func:`extract_candidate`). Prompts are rendered by :mod:`cutegen.codegen.prompting`; the
 rewriter that ties them together is :mod:`cutegen.codegen.rewriters.llm`.
 
@@ -34,14 +34,12 @@ from cutegen.codegen.llm.records import (
     COST_BASES,
     OUTCOMES,
     CallRecorder,
-    InMemoryCallRecorder,
-    JsonlCallRecorder,
     LLMCall,
 )
 
 __all__ = [
     "COST_BASES", "DEFAULT_PRICES", "OUTCOMES", "CallRecorder", "CodeBlock", "CostLedger",
-    "Extraction", "InMemoryCallRecorder", "JsonlCallRecorder", "LLMCall", "LLMClient",
+    "Extraction", "LLMCall", "LLMClient",
     "LLMConfig", "LLMDeadlineError", "LLMRateLimitError", "LLMRequest", "LLMResult",
     "ModelPrice", "PriceTable", "Reservation", "config_from_env", "estimate_tokens",
     "extract_candidate", "fenced_blocks", "load_price_file", "parse_price_option",

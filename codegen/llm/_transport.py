@@ -68,7 +68,9 @@ class Attempt:
 
 
 def make_async_client(config: LLMConfig) -> Any:
-    """An ``openai.AsyncOpenAI`` for this endpoint, with the SDK's own retries off."""
+    """An ``openai.AsyncOpenAI`` for this endpoint, with the SDK's own retries off: the one
+    retry loop is :mod:`cutegen.codegen.llm.client`'s, which records, charges and
+    deadline-checks every attempt (its docstring says what the SDK's retries cannot do)."""
     import openai
 
     return openai.AsyncOpenAI(api_key=config.api_key, base_url=config.base_url, max_retries=0,
@@ -97,7 +99,11 @@ def request_body(config: LLMConfig, system: str, prompt: str, *, structured: boo
 
 
 def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date)."""
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date).
+
+    The SDK has the same parser, but only as a private method of its client
+    (``_parse_retry_after_header``), which its retries use; with those off we read the
+    header of the error it raises ourselves."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")

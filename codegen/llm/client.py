@@ -20,6 +20,19 @@ Per logical call (one prompt, one wanted reply) the client:
 A reply that arrives but is unusable (cut off at ``max_tokens``, no candidate in it, a
 malformed body) is *data*: recorded, returned, never retried. Only the endpoint being
 unusable raises (:class:`~cutegen.errors.LLMError` and subclasses).
+
+Why this loop and not the ``openai`` client's own retries (``max_retries``, which also
+honours Retry-After): the SDK retries inside one ``create()``, out of our sight, so it
+cannot (a) record and charge each attempt before the next one is sent (retries are charged,
+and a kill between attempts loses no spending), (b) reserve each attempt's worst case
+against the dollar cap first, so that a retry which could pass the cap is never sent,
+(c) keep every wait inside the call's overall deadline (it waits up to 120 s of
+Retry-After, or 8 s of backoff, whatever is left), (d) hand a long Retry-After to the
+scheduler as :class:`LLMRateLimitError` instead of sleeping on it, or (e) drop the JSON
+schema and try again when a server rejects structured output. So the SDK makes exactly one
+HTTP attempt per call of :func:`._transport.send_once` (``max_retries=0``: one retry layer,
+never stacked), and keeps what it does well: requests, auth, connection pooling and the
+per-attempt timeouts.
 """
 
 from __future__ import annotations

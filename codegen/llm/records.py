@@ -1,4 +1,4 @@
-"""The record of every LLM call attempt, and where records go.
+"""The record of every LLM call attempt, and the seam records go through.
 
 Every HTTP attempt the client makes (retries included) becomes one frozen :class:`LLMCall`
 handed to a :class:`CallRecorder` right after the attempt ends, before anything else
@@ -6,22 +6,17 @@ happens with its reply. The dollars a run has spent are *derived* from these rec
 (:meth:`CallRecorder.spent_usd`), so the cost ledger survives a restart: a resumed run sees
 what the killed one spent.
 
-Recorders here: :class:`InMemoryCallRecorder` (tests, one process) and
-:class:`JsonlCallRecorder` (an append-only file, fsynced per record). The SQLite store's
-recorder lives with the store (see :mod:`cutegen.codegen.llm.store_adapter`).
+:class:`LLMCall` is the one record of an attempt: the client makes it, the store keeps it
+(one row of ``llm_calls``, keyed by the run) and gives the same record back. The recorder is
+the store's (:class:`cutegen.search.storage.StoreCallRecorder`); tests use
+:class:`cutegen.testing.InMemoryCallRecorder`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-
-from cutegen.errors import StorageError
 
 #: What an attempt came to. "ok" is the only outcome whose reply became a candidate.
 OUTCOMES = (
@@ -45,6 +40,7 @@ COST_BASES = (
     "reserved",  # usage unknown: the worst case reserved before sending was charged
     "none",      # nothing was generated (refused with 4xx, or never sent)
     "unpriced",  # the model has no price: cost unknown (no cap can be active)
+    "unrecorded",  # read from a store row written before the store kept the basis (m004)
 )
 
 
@@ -132,63 +128,3 @@ class CallRecorder(Protocol):
     def spent_usd(self) -> float:
         """Dollars charged so far by this run's recorded calls."""
         ...
-
-
-class InMemoryCallRecorder:
-    """A recorder that keeps records in a list (tests; lost when the process ends)."""
-
-    def __init__(self, calls: list[LLMCall] | None = None) -> None:
-        self._lock = threading.Lock()
-        self.calls: list[LLMCall] = list(calls or [])
-
-    def record(self, call: LLMCall) -> None:
-        with self._lock:
-            self.calls.append(call)
-
-    def spent_usd(self) -> float:
-        with self._lock:
-            return sum(c.cost_usd or 0.0 for c in self.calls)
-
-
-class JsonlCallRecorder:
-    """An append-only JSON-lines file of :class:`LLMCall` records, fsynced per record.
-
-    Reopening the same file in a new process continues its ledger. A torn last line (a
-    crash mid-write) is ignored on reading.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._spent = sum(c.cost_usd or 0.0 for c in self.read())
-
-    def read(self) -> Iterator[LLMCall]:
-        """The records in the file, oldest first."""
-        if not self.path.exists():
-            return
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except OSError as e:
-            raise StorageError(f"cannot read LLM call log {self.path}: {e}") from e
-        for line in lines:
-            try:
-                yield LLMCall.from_dict(json.loads(line))
-            except (json.JSONDecodeError, TypeError, ValueError):
-                continue
-
-    def record(self, call: LLMCall) -> None:
-        line = json.dumps(call.to_dict(), ensure_ascii=False) + "\n"
-        with self._lock:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a", encoding="utf-8") as f:
-                    f.write(line)
-                    f.flush()
-                    os.fsync(f.fileno())
-            except OSError as e:
-                raise StorageError(f"cannot append to LLM call log {self.path}: {e}") from e
-            self._spent += call.cost_usd or 0.0
-
-    def spent_usd(self) -> float:
-        with self._lock:
-            return self._spent

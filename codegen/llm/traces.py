@@ -17,6 +17,7 @@ from typing import Any
 from cutegen.codegen.candidate import sha256_text
 from cutegen.codegen.evaluation import Evaluation
 from cutegen.codegen.llm.extract import extract_candidate
+from cutegen.codegen.llm.records import LLMCall
 
 #: Version of the row layout, written into every row.
 TRACE_FORMAT = 1
@@ -36,13 +37,12 @@ class TraceNode:
         return sha256_text(self.source)
 
 
-def _candidate_sha(call: Any) -> str | None:
-    sha = getattr(call, "candidate_sha256", None)
-    if sha:
-        return str(sha)
-    if getattr(call, "outcome", "ok") != "ok":
+def _candidate_sha(call: LLMCall) -> str | None:
+    if call.candidate_sha256:
+        return call.candidate_sha256
+    if call.outcome != "ok":
         return None
-    found = extract_candidate(getattr(call, "response", "") or "")
+    found = extract_candidate(call.response)
     return sha256_text(found.code) if found.code else None
 
 
@@ -55,14 +55,13 @@ def _evaluation_dict(ev: Evaluation, *, keep_samples: bool) -> dict[str, Any]:
     return d
 
 
-def trace_rows(calls: Iterable[Any], nodes: Iterable[TraceNode], *, run: str = "",
+def trace_rows(calls: Iterable[LLMCall], nodes: Iterable[TraceNode], *, run: str = "",
                task: str = "", all_calls: bool = False,
                keep_samples: bool = False) -> Iterator[dict[str, Any]]:
     """One row per LLM call that led to a node (or per call, with ``all_calls``).
 
     Args:
-        calls: call records (:class:`~.records.LLMCall` or the store's row type), oldest
-            first.
+        calls: the run's call records, oldest first.
         nodes: the run's nodes with their sources, evaluations and rewards.
         run / task: names written into every row.
         all_calls: also emit calls that produced no node (failures, duplicates of nothing),
@@ -80,17 +79,17 @@ def trace_rows(calls: Iterable[Any], nodes: Iterable[TraceNode], *, run: str = "
             "format": TRACE_FORMAT,
             "run": run,
             "task": task,
-            "model": getattr(call, "model", ""),
-            "purpose": getattr(call, "purpose", None),
-            "attempt": getattr(call, "attempt", None),
-            "system": getattr(call, "system", None),
-            "prompt": getattr(call, "prompt", ""),
-            "response": getattr(call, "response", ""),
-            "outcome": getattr(call, "outcome", ""),
-            "error": getattr(call, "error", ""),
-            "prompt_tokens": getattr(call, "prompt_tokens", None),
-            "completion_tokens": getattr(call, "completion_tokens", None),
-            "cost_usd": getattr(call, "cost_usd", None),
+            "model": call.model,
+            "purpose": call.purpose,
+            "attempt": call.attempt,
+            "system": call.system,
+            "prompt": call.prompt,
+            "response": call.response,
+            "outcome": call.outcome,
+            "error": call.error,
+            "prompt_tokens": call.prompt_tokens,
+            "completion_tokens": call.completion_tokens,
+            "cost_usd": call.cost_usd,
             "candidate_sha256": sha,
             "node_id": node.node_id if node is not None else None,
             "candidate": node.source if node is not None else None,

@@ -1,12 +1,14 @@
 """cutegen.search.storage: the storage contract and its two implementations.
 
 ``BaseStorage`` states the contract; ``InMemoryStorage`` and ``SqliteStorage`` hold it and
-are tested by one shared suite. Records are frozen dataclasses from ``_records``.
+are tested by one shared suite. Records are frozen dataclasses from ``_records``; an LLM
+call is kept as the client's own record, :class:`cutegen.codegen.llm.LLMCall`.
 """
 
 from cutegen.search.storage._base import (
     BaseStorage,
     StoreBaselineCache,
+    StoreCallRecorder,
     SweepsTemporaries,
     check_run_name,
 )
@@ -18,7 +20,6 @@ from cutegen.search.storage._records import (
     BestDecision,
     FrozenRun,
     LessonRecord,
-    LLMCall,
     ProfileRecord,
     PruneRecord,
     RunConfig,
@@ -34,7 +35,6 @@ __all__ = [
     "BestDecision",
     "FrozenRun",
     "InMemoryStorage",
-    "LLMCall",
     "LessonRecord",
     "ProfileRecord",
     "PruneRecord",
@@ -42,6 +42,7 @@ __all__ = [
     "Session",
     "SqliteStorage",
     "StoreBaselineCache",
+    "StoreCallRecorder",
     "StoredResult",
     "SweepsTemporaries",
     "check_run_name",

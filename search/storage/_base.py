@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
+from cutegen.codegen.llm.records import LLMCall
 from cutegen.codegen.rewriters.base import Move
 from cutegen.errors import ConfigError, NodeFinishedError, StorageError
 from cutegen.search._node import FrozenNode
@@ -47,7 +48,6 @@ from cutegen.search.storage._records import (
     BestDecision,
     FrozenRun,
     LessonRecord,
-    LLMCall,
     ProfileRecord,
     PruneRecord,
     RunConfig,
@@ -290,12 +290,13 @@ class BaseStorage(abc.ABC):
         """Gated-best decisions of a run, oldest first."""
 
     @abc.abstractmethod
-    def record_llm_call(self, call: LLMCall) -> int:
-        """Append one LLM call (prompt, response, tokens, cost). Returns its row id."""
+    def record_llm_call(self, run_id: int, call: LLMCall) -> int:
+        """Append one attempt of an LLM call to a run, the client's record kept whole
+        (prompt, reply, tokens, cost and how it was arrived at). Returns its row id."""
 
     @abc.abstractmethod
     def get_llm_calls(self, run_id: int) -> list[LLMCall]:
-        """LLM calls of a run, oldest first."""
+        """A run's LLM call attempts, oldest first, as the records that were stored."""
 
     @abc.abstractmethod
     def llm_spent_usd(self, run_id: int) -> float:
@@ -389,3 +390,22 @@ class StoreBaselineCache:
 
     def put(self, task_sha256: str, env_fingerprint: str, value: dict[str, Any]) -> None:
         self._storage.put_baseline(Baseline(task_sha256, env_fingerprint, dict(value)))
+
+
+class StoreCallRecorder:
+    """The LLM client's :class:`~cutegen.codegen.llm.CallRecorder` for one run of a store.
+
+    Every attempt becomes a row of the run's ``llm_calls``, committed before the client goes
+    on, and the dollars spent are summed from those rows, so the cost ledger survives a
+    restart: a resumed run sees what the killed one spent.
+    """
+
+    def __init__(self, storage: BaseStorage, run_id: int) -> None:
+        self.storage = storage
+        self.run_id = run_id
+
+    def record(self, call: LLMCall) -> None:
+        self.storage.record_llm_call(self.run_id, call)
+
+    def spent_usd(self) -> float:
+        return float(self.storage.llm_spent_usd(self.run_id))

@@ -17,6 +17,7 @@ from typing import Any
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation
+from cutegen.codegen.llm.records import LLMCall
 from cutegen.codegen.rewriters.base import Move
 from cutegen.errors import DuplicatedRunError, RunLockedError, RunNotFoundError, StorageError
 from cutegen.search._node import FrozenNode
@@ -34,7 +35,6 @@ from cutegen.search.storage._records import (
     BestDecision,
     FrozenRun,
     LessonRecord,
-    LLMCall,
     ProfileRecord,
     PruneRecord,
     RunConfig,
@@ -67,7 +67,7 @@ class InMemoryStorage(BaseStorage):
         self._prunes: dict[int, list[PruneRecord]] = {}
         self._prune_keys: set[tuple[int, int, str]] = set()
         self._best: dict[int, list[BestDecision]] = {}
-        self._llm: list[LLMCall] = []
+        self._llm: list[tuple[int, LLMCall]] = []
         self._baselines: dict[tuple[str, str], Baseline] = {}
 
     # -- undo log ---------------------------------------------------------------------
@@ -352,21 +352,19 @@ class InMemoryStorage(BaseStorage):
         with self._lock:
             return list(self._best.get(run_id, ()))
 
-    def record_llm_call(self, call: LLMCall) -> int:
+    def record_llm_call(self, run_id: int, call: LLMCall) -> int:
         with self.atomic():
-            self._run(call.run_id)
-            if call.node_id is not None:
-                self._node(call.node_id)
-            self._append(self._llm, _stamp(call, self))
+            self._run(run_id)
+            self._append(self._llm, (run_id, call))
             return len(self._llm)
 
     def get_llm_calls(self, run_id: int) -> list[LLMCall]:
         with self._lock:
-            return [c for c in self._llm if c.run_id == run_id]
+            return [c for r, c in self._llm if r == run_id]
 
     def llm_spent_usd(self, run_id: int) -> float:
         with self._lock:
-            return float(sum(c.cost_usd for c in self._llm if c.run_id == run_id))
+            return float(sum(c.cost_usd or 0.0 for r, c in self._llm if r == run_id))
 
     def get_baseline(self, task_sha256: str, environment: str) -> Baseline | None:
         with self._lock:

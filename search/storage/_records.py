@@ -164,32 +164,6 @@ class BestDecision:
 
 
 @dataclass(frozen=True, slots=True)
-class LLMCall:
-    """One call to an LLM endpoint (recorded by the llm rewriter through the store)."""
-
-    run_id: int
-    node_id: int | None
-    model: str
-    prompt: str
-    response: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    outcome: str = "ok"  # "ok" | "error" | "timeout" | "rate_limited" | "parse_error" ...
-    attempt: int = 1
-    error: str = ""
-    created_at: float = 0.0
-    call_id: str = ""  # shared by every attempt of one logical call
-    purpose: str = ""  # "initial" | "rewrite" | "repair"
-    system: str = ""  # the system message
-    finish_reason: str = ""
-    http_status: int | None = None
-    parent_sha256: str | None = None  # the candidate the prompt was about
-    candidate_sha256: str | None = None  # the candidate extracted from the reply
-
-
-@dataclass(frozen=True, slots=True)
 class Baseline:
     """Eager and torch.compile baseline measurements of a task in one environment, cached
     across runs. ``value`` is what the evaluator measured (JSON-able: raw samples of

@@ -7,17 +7,17 @@ import dataclasses
 import functools
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from cutegen.codegen.llm.records import LLMCall
 from cutegen.errors import StorageError
 from cutegen.profilers import Finding
 from cutegen.search.storage._records import (
     Baseline,
     BestDecision,
     LessonRecord,
-    LLMCall,
     ProfileRecord,
     PruneRecord,
 )
@@ -155,18 +155,14 @@ class SqliteRecordsMixin:
         return out
 
     @guard
-    def record_llm_call(self, call: LLMCall) -> int:
+    def record_llm_call(self, run_id: int, call: LLMCall) -> int:
         with self.atomic():
-            row = dataclasses.asdict(call)
-            row["created_at"] = call.created_at or self._clock()
-            return self._insert("llm_calls", row)
+            return self._insert("llm_calls", _llm_row(run_id, call, self._clock()))
 
     @guard
     def get_llm_calls(self, run_id: int) -> list[LLMCall]:
-        names = [f.name for f in dataclasses.fields(LLMCall)]
-        return [LLMCall(**{k: r[k] for k in names})
-                for r in self._rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY id",
-                                    (run_id,))]
+        return [_llm_call(r) for r in self._rows(
+            "SELECT * FROM llm_calls WHERE run_id = ? ORDER BY id", (run_id,))]
 
     @guard
     def llm_spent_usd(self, run_id: int) -> float:
@@ -204,3 +200,34 @@ def stored_findings(findings_json: str | None, guidance_json: str | None) -> tup
         if line and line not in known and "\n" not in line:
             found.append(Finding(f"hint.legacy{i}", "", line))
     return tuple(found)
+
+
+def _llm_row(run_id: int, call: LLMCall, now: float) -> dict[str, Any]:
+    """One ``llm_calls`` row: every field of the record, plus the run. ``node_id`` stays
+    empty (the node is made after the call; traces find it by ``candidate_sha256``), and
+    ``created_at`` is when the attempt started, as in rows written before ``started_at``."""
+    row = dataclasses.asdict(call)
+    row.update(run_id=run_id, node_id=None, created_at=call.started_at or now,
+               # the column is NOT NULL: an unpriced call is 0 with cost_basis "unpriced"
+               cost_usd=call.cost_usd or 0.0,
+               streamed=int(call.streamed), structured=int(call.structured))
+    return row
+
+
+def _llm_call(r: Mapping[str, Any]) -> LLMCall:
+    """The record a row was written from. Rows from before schema step m004 lack
+    ``base_url``, ``cost_basis``, ``started_at``, ``streamed`` and ``structured``: their
+    basis reads "unrecorded" and their start is ``created_at``."""
+    basis = r["cost_basis"] or "unrecorded"
+    return LLMCall(
+        call_id=r["call_id"] or "", attempt=r["attempt"] or 1, purpose=r["purpose"] or "",
+        model=r["model"], base_url=r["base_url"] or "", system=r["system"] or "",
+        prompt=r["prompt"] or "", response=r["response"] or "",
+        finish_reason=r["finish_reason"] or "", prompt_tokens=r["prompt_tokens"],
+        completion_tokens=r["completion_tokens"],
+        cost_usd=None if basis == "unpriced" else r["cost_usd"], cost_basis=basis,
+        latency_s=r["latency_s"] or 0.0, outcome=r["outcome"], error=r["error"] or "",
+        http_status=r["http_status"], parent_sha256=r["parent_sha256"],
+        candidate_sha256=r["candidate_sha256"],
+        started_at=r["started_at"] if r["started_at"] is not None else r["created_at"] or 0.0,
+        streamed=bool(r["streamed"]), structured=bool(r["structured"]))

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from cutegen._loopback_llm import LoopbackLLMServer
-from cutegen.codegen.llm import InMemoryCallRecorder, LLMClient, LLMConfig, ModelPrice
+from cutegen.codegen.llm import LLMClient, LLMConfig, ModelPrice
+from cutegen.testing import InMemoryCallRecorder
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 

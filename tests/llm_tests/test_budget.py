@@ -4,7 +4,9 @@ retries included, is charged. Also prices and configuration errors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 
 import pytest
 
@@ -12,8 +14,6 @@ from cutegen._loopback_llm import error, fenced, reply
 from cutegen.codegen.llm import (
     DEFAULT_PRICES,
     CostLedger,
-    InMemoryCallRecorder,
-    JsonlCallRecorder,
     LLMCall,
     LLMRequest,
     ModelPrice,
@@ -23,8 +23,9 @@ from cutegen.codegen.llm import (
     load_price_file,
     parse_price_option,
 )
-from cutegen.codegen.llm.store_adapter import StoreCallRecorder
 from cutegen.errors import BudgetExceededError, ConfigError
+from cutegen.search.storage import StoreCallRecorder
+from cutegen.testing import InMemoryCallRecorder
 
 REQ = LLMRequest("system", "user prompt")
 PRICE = ModelPrice(1.0, 2.0)  # $ per million tokens (the make_client default)
@@ -91,34 +92,6 @@ def test_f8_retries_stop_at_the_cap(server, make_client):
     assert rec.spent_usd() <= cap
 
 
-def test_f8_the_ledger_survives_a_restart_jsonl(server, make_client, tmp_path):
-    log = tmp_path / "llm_calls.jsonl"
-    cap = 3 * worst_case(1000)
-    client, rec = make_client(JsonlCallRecorder(log), max_dollars=cap, max_tokens=1000)
-    server.push(error(500), reply(fenced(), usage=None))
-    client.complete(REQ, extract=extract_candidate)
-    spent = rec.spent_usd()
-    assert spent == pytest.approx(2 * worst_case(1000))
-
-    # "restart": a new process opens the same log and sees what was spent
-    again = JsonlCallRecorder(log)
-    assert again.spent_usd() == pytest.approx(spent)
-    client2, _ = make_client(again, max_dollars=cap, max_tokens=1000)
-    server.push(error(500), reply(fenced()))
-    with pytest.raises(BudgetExceededError):
-        client2.complete(REQ, extract=extract_candidate)  # the 2nd attempt no longer fits
-    assert len(server.requests) == 3
-
-
-def test_jsonl_recorder_ignores_a_torn_last_line(tmp_path):
-    log = tmp_path / "calls.jsonl"
-    rec = JsonlCallRecorder(log)
-    rec.record(spent_call(0.25))
-    with open(log, "a", encoding="utf-8") as f:
-        f.write('{"call_id": "torn", "cost_us')
-    assert JsonlCallRecorder(log).spent_usd() == pytest.approx(0.25)
-
-
 @pytest.mark.parametrize("kind", ["inmemory", "sqlite"])
 def test_f8_the_ledger_survives_a_restart_in_the_store(server, make_client, tmp_path, kind):
     from cutegen.search.storage import InMemoryStorage, RunConfig, SqliteStorage
@@ -147,22 +120,45 @@ def test_f8_the_ledger_survives_a_restart_in_the_store(server, make_client, tmp_
     assert len(server.requests) == 3
 
 
-def test_store_rows_carry_what_the_store_has_columns_for():
-    from cutegen.search.storage import InMemoryStorage, RunConfig
+def test_the_store_keeps_the_clients_record_whole(tmp_path):
+    """One record for client and store: what the client recorded is what the store gives
+    back, including an unpriced call's unknown cost and a missing usage."""
+    from cutegen.search.storage import RunConfig, SqliteStorage
 
-    store = InMemoryStorage()
+    call = LLMCall(call_id="c", attempt=2, purpose="repair", model="m", base_url="u",
+                   system="S", prompt="P", response="R", prompt_tokens=None, cost_usd=None,
+                   cost_basis="unpriced", outcome="parse_error", error="E", started_at=5.0,
+                   streamed=True)
+    store = SqliteStorage(tmp_path / "s.db")
     run = store.create_run("r", RunConfig("t", "t.py", "0" * 64))
-    row = StoreCallRecorder(store, run.id).to_row(
-        LLMCall(call_id="c", attempt=2, purpose="repair", model="m", base_url="u",
-                system="S", prompt="P", response="R", prompt_tokens=None, cost_usd=None,
-                cost_basis="unpriced", outcome="parse_error", error="E", started_at=5.0))
-    assert (row.run_id, row.model, row.prompt, row.response, row.attempt, row.outcome,
-            row.error) == (run.id, "m", "P", "R", 2, "parse_error", "E")
-    assert row.prompt_tokens == 0 and row.cost_usd == 0.0 and row.created_at == 5.0
-    # fields the store added columns for are carried by name
-    for name, value in (("system", "S"), ("purpose", "repair"), ("call_id", "c")):
-        if hasattr(row, name):
-            assert getattr(row, name) == value
+    StoreCallRecorder(store, run.id).record(call)
+    store.close()
+    store = SqliteStorage(tmp_path / "s.db")
+    assert store.get_llm_calls(run.id) == [call]
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        row = db.execute("SELECT created_at, cost_usd FROM llm_calls").fetchone()
+    assert row == (5.0, 0.0)  # the columns rows have always had, filled as before
+
+
+def test_rows_written_before_the_store_kept_every_field_still_read(tmp_path):
+    """A row from before schema step m004 (no base_url, cost_basis, started_at, ...)."""
+    from cutegen.search.storage import RunConfig, SqliteStorage
+
+    store = SqliteStorage(tmp_path / "s.db")
+    run = store.create_run("r", RunConfig("t", "t.py", "0" * 64))
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db, db:
+        db.execute("INSERT INTO llm_calls (run_id, model, prompt, response, prompt_tokens, "
+                   "completion_tokens, cost_usd, latency_s, outcome, attempt, error, "
+                   "created_at, call_id, purpose) VALUES (?, 'm', 'p', 'r', 7, 0, 0.5, 1.0, "
+                   "'ok', 1, '', 9.0, 'c', 'rewrite')", (run.id,))
+    store = SqliteStorage(tmp_path / "s.db")
+    (c,) = store.get_llm_calls(run.id)
+    assert (c.cost_usd, c.cost_basis, c.started_at, c.base_url, c.prompt_tokens) == (
+        0.5, "unrecorded", 9.0, "", 7)
+    assert store.llm_spent_usd(run.id) == 0.5
+    store.close()
 
 
 # -- ledger arithmetic and prices -------------------------------------------------------

@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cutegen import cli_llm
 from cutegen._loopback_llm import SAMPLE_CANDIDATE, fenced
+from cutegen.cli import llm as cli_llm
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Stage, Verdict
 from cutegen.codegen.llm import LLMCall, ModelPrice
@@ -115,10 +115,9 @@ def _call(response: str, outcome: str = "ok") -> LLMCall:
 @pytest.fixture
 def filled_store(tmp_path):
     """A store with one run, one evaluated node, and two recorded LLM calls for it."""
-    from cutegen.codegen.llm.store_adapter import StoreCallRecorder
     from cutegen.codegen.rewriters.base import Move
     from cutegen.search import NodeState
-    from cutegen.search.storage import RunConfig, SqliteStorage
+    from cutegen.search.storage import RunConfig, SqliteStorage, StoreCallRecorder
 
     path = tmp_path / "store.db"
     store = SqliteStorage(path)

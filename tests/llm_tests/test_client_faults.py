@@ -14,7 +14,6 @@ import pytest
 
 from cutegen._loopback_llm import completion_json, drip, error, fenced, reply, reset
 from cutegen.codegen.llm import (
-    InMemoryCallRecorder,
     LLMClient,
     LLMConfig,
     LLMDeadlineError,
@@ -24,6 +23,7 @@ from cutegen.codegen.llm import (
 )
 from cutegen.codegen.llm._transport import parse_retry_after, request_body
 from cutegen.errors import LLMError, RateLimitError
+from cutegen.testing import InMemoryCallRecorder
 
 REQ = LLMRequest("system text", "user text", purpose="rewrite")
 
@@ -324,6 +324,6 @@ def test_f10_the_scripted_server_is_on_loopback(server):
 
 def test_importing_the_llm_code_does_not_import_openai():
     code = ("import sys; import cutegen.codegen.llm, cutegen.codegen.rewriters.llm, "
-            "cutegen.codegen.rewriters.mixed, cutegen.codegen.prompting, cutegen.cli_llm; "
+            "cutegen.codegen.rewriters.mixed, cutegen.codegen.prompting, cutegen.cli.llm; "
             "assert 'openai' not in sys.modules, 'openai imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -8,14 +8,13 @@ import pytest
 
 from cutegen._loopback_llm import reply
 from cutegen.codegen.llm import LLMClient, LLMConfig, ModelPrice
-from cutegen.codegen.llm.store_adapter import StoreCallRecorder
 from cutegen.codegen.llm.traces import TraceNode, trace_rows
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.rewriters.llm import LLMRewriter
 from cutegen.codegen.rewriters.mixed import MixedRewriter
 from cutegen.codegen.tasks import Task
 from cutegen.search import Budget, Search, SearchParams
-from cutegen.search.storage import InMemoryStorage, RunConfig, SqliteStorage
+from cutegen.search.storage import InMemoryStorage, RunConfig, SqliteStorage, StoreCallRecorder
 from cutegen.testing import FakeEvaluator, fake_candidate
 
 CHOICES = {"threads": [64, 128, 256, 512], "vec": [1, 2, 4, 8]}

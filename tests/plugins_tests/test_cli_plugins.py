@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cutegen import cli_plugins
+from cutegen.cli import plugins as cli_plugins
 from cutegen.plugins import get_plugin_manager
 
 

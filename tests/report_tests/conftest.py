@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from cutegen.codegen.llm import LLMCall
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import Task
 from cutegen.profilers import Finding
 from cutegen.search import Budget, Search, SearchParams
-from cutegen.search.storage import LLMCall, ProfileRecord, RunConfig, SqliteStorage
+from cutegen.search.storage import ProfileRecord, RunConfig, SqliteStorage
 from cutegen.testing import FakeEvaluator, fake_candidate
 
 TASK_SRC = "class Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
@@ -66,8 +67,9 @@ def make_fake_run(root: Path, *, name: str = "r1", evals: int = 30, compile_only
                  Finding("hint.vector_width", 64, "loads are 64-bit: widen to 128-bit"))))
             storage.record_profile(ProfileRecord(best.id, "ncu", "unavailable"))
         if extras:
-            storage.record_llm_call(LLMCall(run.id, None, "fake-model", "p", "r", 1200, 300,
-                                            0.0123, call_id="c1", purpose="rewrite"))
+            storage.record_llm_call(run.id, LLMCall(
+                "c1", 1, "rewrite", "fake-model", "", "", "p", "r", prompt_tokens=1200,
+                completion_tokens=300, cost_usd=0.0123, cost_basis="usage"))
     finally:
         storage.close()
     return FakeRun(db, name, task_path, seed_path)

@@ -10,8 +10,20 @@ import pytest
 from click.testing import CliRunner
 
 import cutegen.api as api
-import cutegen.cli_bench as cli_bench
-from cutegen.codegen._bench_table import (
+import cutegen.cli.bench as cli_bench
+from cutegen.codegen.ceilings import ceilings_from_samples
+from cutegen.codegen.roofline import H200_MEASURED, Ceilings
+from cutegen.codegen.suites import (
+    SuiteTask,
+    bundled_suite_names,
+    dtype_of,
+    kernelbench_suite,
+    load_suite,
+)
+from cutegen.codegen.tasks import bundled_task_names
+from cutegen.errors import ConfigError, GPURequiredError
+from cutegen.search.report.bench import TaskResult, collect_task_result, sanity_flags
+from cutegen.search.report.bench_table import (
     BenchReport,
     geomean,
     render_markdown,
@@ -19,20 +31,6 @@ from cutegen.codegen._bench_table import (
     to_json,
     write_outputs,
 )
-from cutegen.codegen._ceilings import ceilings_from_samples
-from cutegen.codegen.bench import (
-    SuiteTask,
-    TaskResult,
-    bundled_suite_names,
-    collect_task_result,
-    dtype_of,
-    kernelbench_suite,
-    load_suite,
-    sanity_flags,
-)
-from cutegen.codegen.roofline import H200_MEASURED, Ceilings
-from cutegen.codegen.tasks import bundled_task_names
-from cutegen.errors import ConfigError, GPURequiredError
 from cutegen.search.storage import SqliteStorage
 from cutegen.testing import FakeEvaluator
 
@@ -145,7 +143,7 @@ def test_sanity_flags():
 def test_a_best_the_gate_re_timed_differently_is_flagged():
     # on the H200 a run's first evaluation measured 2377 us; the gate's re-timing of the
     # same kernel in fresh workers gave 2287 us, and the table printed 2377 without a word
-    from cutegen.codegen.bench import latest_retime_us
+    from cutegen.search.report.bench import latest_retime_us
     from cutegen.search.storage import BestDecision
 
     history = [BestDecision(1, 16, None, True, "first correct candidate"),
@@ -345,7 +343,7 @@ class _ThreadChild:
     def __init__(self, spec, log):
         import threading
 
-        from cutegen import _bench_jobs
+        from cutegen.cli import bench_jobs as _bench_jobs
 
         self.code = None
         self.spec = json.loads(spec.read_text())
@@ -361,7 +359,7 @@ class _ThreadChild:
 
 
 def test_bench_jobs_run_tasks_at_once_one_gpu_each(tiny_suite, tmp_path, monkeypatch):
-    from cutegen import _bench_jobs
+    from cutegen.cli import bench_jobs as _bench_jobs
 
     _no_gpu_needed(monkeypatch)
     monkeypatch.setattr(api, "make_evaluator",
@@ -435,7 +433,7 @@ def test_bench_jobs_with_one_task_left_runs_it_here_on_the_first_jobs_gpu(tmp_pa
 
 
 def test_bench_jobs_skip_what_the_time_limit_leaves_no_room_for(tmp_path):
-    from cutegen._bench_jobs import Job, run_jobs
+    from cutegen.cli.bench_jobs import Job, run_jobs
 
     started, skipped, done = [], [], []
     left = iter([100.0, 50.0, 10.0, 10.0])
@@ -456,7 +454,7 @@ def test_bench_jobs_skip_what_the_time_limit_leaves_no_room_for(tmp_path):
 
 
 def test_a_failed_bench_job_reports_its_log_tail(tmp_path):
-    from cutegen._bench_jobs import Job, run_jobs
+    from cutegen.cli.bench_jobs import Job, run_jobs
 
     class Crashed:
         def poll(self):
@@ -494,7 +492,7 @@ def _scale_shift_suite(tmp_path, monkeypatch, *, max_evals: int, tiers: tuple[st
 
 
 def test_ctrl_c_stops_every_running_bench_job_once(tmp_path):
-    from cutegen._bench_jobs import Job, run_jobs
+    from cutegen.cli.bench_jobs import Job, run_jobs
 
     class Running:
         polls = 0
@@ -532,7 +530,7 @@ def test_ctrl_c_stops_every_running_bench_job_once(tmp_path):
 
 @pytest.mark.slow
 def test_bench_jobs_in_real_processes_compile_only(tmp_path, monkeypatch):
-    """Two compile-only searches at once, each in a `python -m cutegen._bench_jobs` child."""
+    """Two compile-only searches at once, each in a `python -m cutegen.cli.bench_jobs` child."""
     _scale_shift_suite(tmp_path, monkeypatch, max_evals=1, tiers=("", "again"))
     out = tmp_path / "out"
     r = CliRunner().invoke(_cli(), ["bench", str(tmp_path / "suite.toml"), "--compile-only",
@@ -571,7 +569,7 @@ def test_bench_compile_only_with_the_real_evaluator(tmp_path, monkeypatch):
 
 
 def test_roofline_fraction_uses_the_measured_ceilings(tmp_path):
-    from cutegen.codegen.bench import bound_us
+    from cutegen.search.report.bench import bound_us
 
     c = Ceilings(4000.0, 800.0, 0, "test")
     assert bound_us(4 * 10**9, 0, c) == pytest.approx(1000.0)
@@ -580,7 +578,7 @@ def test_roofline_fraction_uses_the_measured_ceilings(tmp_path):
 
 @pytest.mark.gpu
 def test_measure_ceilings_on_the_gpu():
-    from cutegen.codegen._ceilings import measure_ceilings
+    from cutegen.codegen.ceilings import measure_ceilings
 
     m = measure_ceilings(runs=30)
     assert 100 < m.copy_gbs < 20_000 and 10 < m.gemm_tflops < 5_000

@@ -18,7 +18,7 @@ from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, V
 from cutegen.codegen.rewriters.base import Move
 from cutegen.codegen.tasks import load_task_file
 from cutegen.errors import ConfigError, StorageError
-from cutegen.search._export import RULE, export_candidate
+from cutegen.search.report.export import RULE, export_candidate
 from cutegen.search.storage import BestDecision, RunConfig, SqliteStorage
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -45,7 +45,7 @@ def test_header_and_source(fake_run):
     for fact in (f"run 'r1', node {best.id}", "Task: toy_bf16", "GPU: FakeGPU",
                  "torch 2.0-fake", "nvidia-cutlass-dsl 0.0-fake", "the run's gated best",
                  "Verified: correct at stage benchmark", "PyTorch eager", "faster (95% CI",
-                 "Timed: cuda-events, L2 flushed per call"):
+                 "Timed: gpu-activity span (CUPTI observer), L2 flushed per call"):
         assert fact in " ".join(head.split()), fact
 
 

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from cutegen.search._report_html import write_report
+from cutegen.search.report.html import write_report
 from cutegen.search.storage import SqliteStorage
 
 WIDTH, HEIGHT = 1400, 3000

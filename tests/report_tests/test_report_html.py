@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import cutegen.search._report_svg as report_svg
+import cutegen.search.report.svg as report_svg
 from cutegen.errors import StorageError
-from cutegen.search._report_data import build_run_report, find_source, progress_points
-from cutegen.search._report_html import render_html, write_report
+from cutegen.search.report.data import build_run_report, find_source, progress_points
+from cutegen.search.report.html import render_html, write_report
 from cutegen.search.storage import SqliteStorage
 
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import cutegen.api as api
-import cutegen.cli_search as cli_search
+import cutegen.cli.search as cli_search
 from cutegen.errors import (
     ConfigError,
     DuplicatedRunError,

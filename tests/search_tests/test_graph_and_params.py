@@ -12,7 +12,7 @@ from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ResumeMismatchError
 from cutegen.search import Budget, Search, SearchParams, Widening, check_resume
-from cutegen.search._graph import best_path, build_graph, to_json
+from cutegen.search.report.graph import best_path, build_graph, to_json
 from cutegen.search.storage import FrozenRun, RunConfig
 from cutegen.testing import FakeEvaluator, fake_candidate
 

@@ -8,10 +8,11 @@ import dataclasses
 import pytest
 
 from cutegen.codegen.evaluation import Evaluation, Verdict
+from cutegen.codegen.llm import LLMCall
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.errors import InfrastructureError, RunLockedError, StorageError
 from cutegen.search import Budget, NodeState, Search, SearchParams, Widening
-from cutegen.search.storage import LessonRecord, LLMCall
+from cutegen.search.storage import LessonRecord
 from cutegen.testing import FakeEvaluator, FakeRewriter, fake_candidate, tree_signature
 
 BUILTIN = SearchParams(expensive=None)
@@ -186,7 +187,8 @@ def test_budgets(storage, task, run_config, builtin, clock):
         summary = s.run()
     assert "GPU-time" in summary.reason and summary.usage.gpu_s >= 2.0
     run3 = storage.create_run("r3", run_config(task))
-    storage.record_llm_call(LLMCall(run3.id, None, "m", "p", "r", cost_usd=1.0))
+    storage.record_llm_call(run3.id, LLMCall("c", 1, "rewrite", "m", "", "", "p", "r",
+                                             cost_usd=1.0, cost_basis="usage"))
     with _search(storage, run3, task, rewriter=builtin, budget=Budget(max_usd=1.0)) as s:
         assert "LLM budget" in s.run().reason
     assert storage.get_results(run3.id) == []

@@ -8,6 +8,7 @@ import pytest
 
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
+from cutegen.codegen.llm import LLMCall
 from cutegen.codegen.rewriters.base import Move
 from cutegen.errors import (
     ConfigError,
@@ -22,10 +23,10 @@ from cutegen.search.storage import (
     Baseline,
     BestDecision,
     LessonRecord,
-    LLMCall,
     ProfileRecord,
     PruneRecord,
     StoreBaselineCache,
+    StoreCallRecorder,
 )
 
 MOVE = Move("tunable", "a 1->2", "cheap", {"name": "a", "from": 1, "to": 2})
@@ -281,20 +282,25 @@ class TestStorageContract:
     def test_llm_calls_and_spending(self, storage, task, run_config):
         run = storage.create_run("r1", run_config(task))
         other = storage.create_run("r2", run_config(task))
-        storage.record_llm_call(LLMCall(run.id, None, "m", "p", "r", 10, 20, 0.25, 1.0))
-        storage.record_llm_call(LLMCall(run.id, None, "m", "p", "", outcome="timeout",
-                                        cost_usd=0.5, attempt=2, error="slow"))
-        storage.record_llm_call(LLMCall(other.id, None, "m", "p", "r", cost_usd=9.0,
-                                        call_id="c1", purpose="rewrite", system="sys",
-                                        http_status=200, candidate_sha256="ab"))
+        first = LLMCall("c0", 1, "initial", "m", "http://x/v1", "sys", "p", "r",
+                        prompt_tokens=10, completion_tokens=20, cost_usd=0.25,
+                        cost_basis="usage", latency_s=1.0, started_at=5.0, streamed=True)
+        slow = LLMCall("c0", 2, "initial", "m", "http://x/v1", "sys", "p", "", cost_usd=0.5,
+                       cost_basis="reserved", outcome="timeout", error="slow")
+        unpriced = LLMCall("c1", 1, "rewrite", "m", "u", "sys", "p", "r", cost_usd=None,
+                           cost_basis="unpriced", http_status=200, candidate_sha256="ab",
+                           structured=True)
+        storage.record_llm_call(run.id, first)
+        storage.record_llm_call(run.id, slow)
+        storage.record_llm_call(other.id, unpriced)
         assert storage.llm_spent_usd(run.id) == pytest.approx(0.75)
-        calls = storage.get_llm_calls(run.id)
-        assert [(c.outcome, c.attempt, c.error) for c in calls] == [("ok", 1, ""),
-                                                                     ("timeout", 2, "slow")]
-        (o,) = storage.get_llm_calls(other.id)
-        assert (o.call_id, o.purpose, o.system, o.http_status, o.candidate_sha256) == (
-            "c1", "rewrite", "sys", 200, "ab")
-        assert o.created_at > 0
+        assert storage.llm_spent_usd(other.id) == 0.0
+        # the store gives back the records it was given: one record for client and store
+        assert storage.get_llm_calls(run.id) == [first, slow]
+        assert storage.get_llm_calls(other.id) == [unpriced]
+        tracker = StoreCallRecorder(storage, run.id)
+        tracker.record(first)
+        assert tracker.spent_usd() == pytest.approx(1.0)
 
     def test_baselines_first_kept(self, storage):
         cache = StoreBaselineCache(storage)

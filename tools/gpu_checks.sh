@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The GPU checks still owed by open issues, as named steps, each bounded in time, each
+# writing its log (and tables) into OUTDIR. Run from the repository root on the GPU machine
+# after `source .dsl/activate.sh && python3 -m pip install -q --no-deps --no-build-isolation -e .`:
+#
+#     bash tools/gpu_checks.sh OUTDIR STEP [STEP ...]
+#
+# Steps (approximate H200 minutes):
+#   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~2
+#   gemm-search    built-in searches on three GEMM+epilogue tasks, 8 evaluations each   ~7
+#   families-rest  the families' GPU cases fixed on 2026-11-30, cumsum / GELU bench   ~4
+#   ce-bf16        a search on cross_entropy_bf16 with ncu at depth 1 (issue 4's miss)  ~4
+#   profiling      softmax_bf16 with profiling at depth 2, then without (issue 7)      ~6
+#   sanitizer      the example plugin (compute-sanitizer gate) in a search (issue 7)   ~2
+#   bench-tierA    cutegen bench tierA (17 bf16 tasks), 4 evaluations each (4, 8)  ~15
+#   bench-fp32     cutegen bench fp32 (8 fp32 tasks), 4 evaluations each (issue 4)      ~8
+#   bench-x2       bench-tierA and bench-fp32 side by side, one per GPU (nvidia-h200-x2)
+#   bench-memory   cutegen bench memory (tierA + fp32, 25 tasks) with --jobs 2, two tasks at
+#                  a time, one per GPU (nvidia-h200-x2); 2-3 calls, each resuming    ~25
+#   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
+# The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
+# keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
+# resumes them (cutegen bench --resume) and rewrites the table over every task.
+set -u
+out=${1:?usage: gpu_checks.sh OUTDIR STEP [STEP ...]}
+shift
+mkdir -p "$out"
+db="$out/checks.db"
+py=python3
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s): $*" | tee -a "$out/steps.log"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >>"$out/$name.log" 2>&1
+  echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
+}
+
+bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE on that GPU
+  local suite=$1 gpu=$2
+  shift 2
+  mkdir -p /tmp/cutegen-bench
+  step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
+    --gpu "$gpu" --run-prefix "b-$suite" --resume --db "/tmp/cutegen-bench/$suite.db" \
+    --out "$out/bench_$suite" "$@"
+  $py -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+    "/tmp/cutegen-bench/$suite.db" "$out/bench_$suite.db" || true  # the store, for reading back
+}
+
+for s in "$@"; do
+  case $s in
+    gemm-fp32)
+      step gemm_fp32_test 180 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
+        -k "fp32 or tf32" -n 4 -p no:cacheprovider
+      cp runs/gemm_gpu/summary*.jsonl "$out/" 2>/dev/null
+      step gemm_bench 300 $py tools/bench_gemm.py --parts fp32 --out "$out/bench_gemm" ;;
+    gemm-search)
+      for t in gemm_bias_relu_bf16 gemm_bias_gelu_bf16 gemm_scale_residual_bf16; do
+        step "search_$t" 170 $py -m cutegen search "$t" --max-evals 8 --max-minutes 2.5 \
+          --db "$db" --run "$t"
+        step "status_$t" 30 $py -m cutegen status "$t" --db "$db"
+      done ;;
+    families-rest)
+      step families_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "cumprod or argmax or cross_entropy or softmax_fp32"
+      step families_bench 200 $py tools/bench_families.py --strategies default --calibrate \
+        --only cumsum,gelu --out "$out/bench_families" ;;
+    ce-bf16)
+      step search_ce_bf16 300 $py -m cutegen search cross_entropy_bf16 --max-evals 10 \
+        --profile-depth 1 --profilers ncu,sass --db "$db" --run ce_bf16
+      step show_ce_bf16 60 $py -m cutegen status ce_bf16 --db "$db" ;;
+    profiling)
+      step search_prof 200 $py -m cutegen search softmax_bf16 --max-evals 10 --seed 3 \
+        --profile-depth 2 --profilers ncu,sass,energy --db "$db" --run sm_prof
+      step search_noprof 160 $py -m cutegen search softmax_bf16 --max-evals 10 --seed 3 \
+        --profiling off --db "$db" --run sm_noprof
+      step status_prof 60 $py -m cutegen status sm_prof --db "$db"
+      step status_noprof 60 $py -m cutegen status sm_noprof --db "$db" ;;
+    sanitizer)
+      step sanitizer_install 60 $py -m pip install -q --no-deps --no-build-isolation \
+        plugins/examples/cutegen-sanitizer
+      step sanitizer_plugins 60 $py -m cutegen plugins
+      step sanitizer_gpu_test 120 $py -m pytest -m gpu tests/plugins_tests/test_example_plugin.py \
+        -q -p no:cacheprovider
+      step search_sanitizer 120 $py -m cutegen search softmax_fp32 --max-evals 2 \
+        --profiling force --profilers sanitizer,sass --db "$db" --run sanitizer ;;
+    bench-tierA|bench-fp32)
+      bench_suite "${s#bench-}" 0 ;;
+    bench-memory)
+      bench_suite memory 0 --jobs 2 ;;
+    bench-x2)  # both suites at once, one per GPU (nvidia-h200-x2)
+      bench_suite tierA 0 &
+      bench_suite fp32 1 &
+      wait ;;
+    pool)
+      step pool 560 $py tools/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
+        --only 0,2 --json "$out/pool.json" ;;
+    *)
+      echo "unknown step: $s" | tee -a "$out/steps.log" ;;
+  esac
+done
+cp "$db" "$out/" 2>/dev/null || true
