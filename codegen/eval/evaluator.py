@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -35,7 +34,14 @@ from cutegen.codegen.eval.candidate_run import AuditReader, CandidateRun, Candid
 from cutegen.codegen.eval.process import WorkerProcess, marked_pids
 from cutegen.codegen.eval.refchannel import ReferenceChannel
 from cutegen.codegen.eval.static import check_source
-from cutegen.codegen.evaluation import Evaluation, Stage, Timing, TrialResult, Verdict
+from cutegen.codegen.evaluation import (
+    Evaluation,
+    Stage,
+    Timing,
+    TrialResult,
+    Verdict,
+    plain_text,
+)
 from cutegen.codegen.roofline import (
     H200_DATASHEET,
     H200_MEASURED,
@@ -53,14 +59,6 @@ _ENV_PASS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", 
              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME", "CUPTI_INCLUDE",
              "CUPTI_LIB", "CC")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def strip_ansi(text: str) -> str:
-    """Terminal colour codes removed (compile errors arrive coloured from the DSL)."""
-    return _ANSI.sub("", text)
-
-
 def _scratch_root() -> Path:
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
@@ -406,7 +404,7 @@ class LocalEvaluator:
         artifacts = self._store_compile(cand, key, entry, f, run.w.workdir, d.verdict)
         eager, comp, comp_err = self.baselines() if d.stage == Stage.BENCHMARK else (None, None, "")
         flags = list(d.flags)
-        details = [strip_ansi(x) for x in d.details]
+        details = [plain_text(x) for x in d.details]
         details += run.st.notes
         if comp_err:
             details.append(f"torch.compile baseline failed: {comp_err}")
@@ -415,7 +413,7 @@ class LocalEvaluator:
         timing = None
         if d.samples and d.stage == Stage.BENCHMARK:
             timing = Timing.from_samples(d.samples)
-        verdict, message = d.verdict, strip_ansi(d.message)
+        verdict, message = d.verdict, plain_text(d.message)
         texts = list(run.st.sass)
         for p in sorted((run.w.workdir / "dsl").glob("*")):
             if p.suffix in (".ptx", ".sass") and p.stat().st_size < 64 * 2**20:
@@ -443,7 +441,7 @@ class LocalEvaluator:
             timing=timing, eager=eager if timing else None, compiled=comp if timing else None,
             roofline=rl, flags=tuple(flags), kernels=tuple(f.kernel_names), precision=precision,
             stage_seconds=seconds, compile_cached=entry is not None, artifacts=artifacts,
-            log_tail=strip_ansi(log_tail), gpu=self.gpu_name)
+            log_tail=plain_text(log_tail), gpu=self.gpu_name)
 
     def _above_roofline(self, cand: CandidateSource, timing: Timing, busy_us: float, rl: Any,
                         message: str) -> tuple[Verdict, str, list[str]]:
@@ -580,7 +578,7 @@ class LocalEvaluator:
             files = {p.name: p for p in sorted((wdir / "dsl").glob("*"))
                      if p.is_file() and p.suffix in (".ptx", ".cubin", ".sass")}
             if verdict == Verdict.COMPILE_ERROR and f.error:
-                new = CompileEntry(ok=False, error=strip_ansi(str(f.error.get("message", ""))))
+                new = CompileEntry(ok=False, error=plain_text(str(f.error.get("message", ""))))
             elif f.kernel_names:
                 new = CompileEntry(ok=True, kernels=tuple(f.kernel_names))
             else:
@@ -612,7 +610,7 @@ class LocalEvaluator:
 
 def _trial(label: str, r: Mapping[str, Any]) -> TrialResult:
     return TrialResult(label=label, passed=bool(r.get("passed")),
-                       reason=strip_ansi(str(r.get("reason") or r.get("error") or "")),
+                       reason=plain_text(str(r.get("reason") or r.get("error") or "")),
                        max_abs_err=float(r.get("max_abs_err", 0.0)),
                        max_rel_err=float(r.get("max_rel_err", 0.0)),
                        rmse=float(r.get("rmse", 0.0)), ref_rmse=float(r.get("ref_rmse", 0.0)))
