@@ -23,7 +23,6 @@ from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.errors import GPURequiredError
 
 if TYPE_CHECKING:
-    from cutegen.codegen.tasks import Task
     from cutegen.profilers import ProfileTarget
 
 _H = TypeVar("_H", bound=Callable[..., Any])
@@ -213,16 +212,3 @@ def require_gpu(what: str) -> None:
             f"{what} needs an NVIDIA GPU (none is visible here). Without a GPU, "
             "--compile-only compiles candidates for sm_90a and inspects their SASS.")
 
-
-def local_evaluator(task: Task, options: EvalOptions, run_dir: Path, *,
-                    baseline_cache: BaselineCache | None = None,
-                    compile_cache: Any = None) -> Evaluator:
-    """The process-isolated evaluator of this machine for one task.
-
-    The one place outside the evaluator's own package that names its class: the CLI, the
-    library entry point, the GPU pool and the Ray actors all build it here.
-    """
-    from cutegen.codegen.eval.evaluator import LocalEvaluator
-
-    return LocalEvaluator(task, options, run_dir=Path(run_dir), baseline_cache=baseline_cache,
-                          compile_cache=compile_cache)

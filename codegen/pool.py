@@ -46,10 +46,10 @@ from cutegen.codegen.backend import (
     MeasuresBaselines,
     ProfileTargets,
     Warms,
-    local_evaluator,
 )
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.compile_ahead import settled_before_gpu
+from cutegen.codegen.eval.evaluator import local_evaluator
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ConfigError, DeviceLostError, GPURequiredError, InfrastructureError

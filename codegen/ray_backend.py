@@ -46,9 +46,9 @@ from cutegen.codegen.backend import (
     EvalOptions,
     Evaluator,
     MeasuresBaselines,
-    local_evaluator,
 )
 from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.eval.evaluator import local_evaluator
 from cutegen.codegen.evaluation import Evaluation, Timing
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ConfigError, InfrastructureError

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cutegen.codegen import toolchain
-from cutegen.codegen.backend import Evaluator, local_evaluator, require_gpu
+from cutegen.codegen.backend import Evaluator, require_gpu
 from cutegen.codegen.candidate import CandidateSource, sha256_text
+from cutegen.codegen.eval.evaluator import local_evaluator
 from cutegen.codegen.tasks import Task, load_task_file, resolve_task
 from cutegen.errors import (
     ConfigError,

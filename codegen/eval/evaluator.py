@@ -693,3 +693,12 @@ def _device_pids() -> dict[int, set[int]]:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def local_evaluator(task: Task, options: EvalOptions, run_dir: Path, *,
+                    baseline_cache: BaselineCache | None = None,
+                    compile_cache: CompileCache | None = None) -> LocalEvaluator:
+    """The process-isolated evaluator of this machine for one task: what the CLI, the
+    library entry point, the GPU pool and the Ray actors build."""
+    return LocalEvaluator(task, options, run_dir=Path(run_dir), baseline_cache=baseline_cache,
+                          compile_cache=compile_cache)

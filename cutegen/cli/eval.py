@@ -62,8 +62,9 @@ def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
       cutegen eval softmax_bf16 my_softmax.py --compile-only     (no GPU needed)
       cutegen eval --kernelbench ~/KernelBench --level 1 --problem 23 cand.py --json
     """
-    from cutegen.codegen.backend import EvalOptions, local_evaluator
+    from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.eval.evaluator import local_evaluator
     from cutegen.codegen.tasks import resolve_task
 
     # click fills optional positionals first, so `--kernelbench ... cand.py` would bind the
