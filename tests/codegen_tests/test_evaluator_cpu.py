@@ -258,3 +258,26 @@ def test_compile_cache_is_per_task(scale_shift_task, make_candidate, tmp_path):
     with LocalEvaluator(load_task_file(other), opts, run_dir=tmp_path / "b", compile_cache=cache) as ev:
         e = ev.evaluate(make_candidate("good"))
         assert e.verdict == Verdict.COMPILED and not e.compile_cached
+
+
+def test_compile_only_at_kernelbench_sizes_needs_shapes_not_memory(tmp_path):
+    """Newcomer item 11: compiling a 32768 x 32768 fp32 Linear (3xTF32 packing included) must
+    not materialise its 4 GiB of parameters or 12 GiB of packed weights on the host. The
+    workers run under a 1.5 GiB limit here and the compile must still succeed."""
+    from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.families.moves import family_proposals
+    from cutegen.codegen.tasks import load_task_file
+
+    task_file = tmp_path / "linear_big_fp32.py"
+    task_file.write_text(
+        "import torch\nimport torch.nn as nn\n\nbatch_size = 128\nfeatures = 32768\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.linear = nn.Linear(n, n)\n\n    def forward(self, x):\n"
+        "        return self.linear(x)\n\n\ndef get_inputs():\n"
+        "    return [torch.randn(batch_size, features)]\n\n\ndef get_init_inputs():\n"
+        "    return [features]\n")
+    task = load_task_file(task_file)
+    cand = family_proposals(task)[0].candidate
+    with _ev(task, tmp_path, host_mem_limit_mb=1500, run_timeout_s=600.0) as ev:
+        e = ev.evaluate(CandidateSource(cand.code, "family default"))
+    assert e.verdict == Verdict.COMPILED, (e.message, e.log_tail[-2000:])
