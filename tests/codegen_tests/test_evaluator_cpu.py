@@ -278,6 +278,7 @@ def test_compile_only_at_kernelbench_sizes_needs_shapes_not_memory(tmp_path):
         "    return [features]\n")
     task = load_task_file(task_file)
     cand = family_proposals(task)[0].candidate
-    with _ev(task, tmp_path, host_mem_limit_mb=1500, run_timeout_s=600.0) as ev:
+    with _ev(task, tmp_path, host_mem_limit_mb=1500, run_timeout_s=600.0,
+             compile_timeout_s=600.0) as ev:
         e = ev.evaluate(CandidateSource(cand.code, "family default"))
     assert e.verdict == Verdict.COMPILED, (e.message, e.log_tail[-2000:])
