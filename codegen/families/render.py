@@ -17,6 +17,7 @@ from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
+from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
 
@@ -39,13 +40,7 @@ _PW_KNOBS = ({"strategy": "tile", "threads": 128, "rows_per_thread": 4, "vec_bit
               "ctas_per_sm": [4, 8, 16]})
 #: Family -> (default TUNABLES, TUNABLE_CHOICES).
 KNOBS = {"row": _ROW_KNOBS, "scan": _SCAN_KNOBS, "pointwise": _PW_KNOBS}
-#: Row ops that write a full row (the others write one value per row).
-WRITES_ROW = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm"})
-_TITLES = {"softmax": "Softmax", "log_softmax": "Log-softmax", "layer_norm": "LayerNorm",
-           "rms_norm": "RMSNorm", "cross_entropy": "Cross-entropy (per-row loss)",
-           "sum": "Sum", "mean": "Mean", "amax": "Max", "amin": "Min", "argmax": "Argmax",
-           "argmin": "Argmin", "cumsum": "Inclusive cumulative sum",
-           "cumprod": "Inclusive cumulative product"}
+_TITLES = {"cumsum": "Inclusive cumulative sum", "cumprod": "Inclusive cumulative product"}
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16", "int64": "torch.int64"}
 
@@ -144,18 +139,11 @@ def _family_body(plan: Plan) -> str:
         return render_template("scan", {"OP_TITLE": _TITLES[op],
                                         "SCAN_VARIANT": f" ({variant})" if variant else ""},
                                {"OP": op})
-    neutral = {"amin": "_INF", "argmin": "_INF"}.get(
-        op, "-_INF" if op in ("softmax", "log_softmax", "cross_entropy", "amax", "argmax")
-        else "0.0")
-    values = {"OP_TITLE": _TITLES[op], "NEUTRAL": neutral, "EPS": repr(plan.param("eps", 0.0)),
-              "IGNORE_INDEX": str(plan.param("ignore_index", -100)),
-              "ARG_WORST": "_INF" if op == "argmin" else "-_INF",
-              "ARG_PICK": "fmin" if op == "argmin" else "fmax",
-              "ARG_CMP": "<" if op == "argmin" else ">"}
-    flags = {"OP": op, "WRITES_ROW": op in WRITES_ROW, "HAS_W": plan.param("weight") is not None,
-             "HAS_B": plan.param("bias") is not None,
-             "CE_REDUCE": plan.param("reduction", "mean") != "none"}
-    return render_template("row", values, flags)
+    spec = row_op(op)
+    parts = ["row", *spec.parts]
+    if op == "cross_entropy" and plan.param("reduction", "mean") != "none":
+        parts.append("row_loss")
+    return "\n\n\n".join(render_template(name, {}, {}).strip("\n") for name in parts)
 
 
 def _frame_lines(plan: Plan) -> list[str]:
@@ -207,16 +195,20 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     if plan.family == "scan":
         return funcs, [f"_scan_launch(_prologue, _epilogue, {ops.args()}, {view}, "
                        f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))})"]
+    spec = row_op(plan.op)
+    opts = spec.opts(plan)
     if plan.op == "cross_entropy" and plan.param("reduction") != "none":
         return funcs, [
             "loss = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
-            f"_row_launch(_prologue, _epilogue, {ops.args()}, loss, {need_stats!r}, "
-            f"{need_out!r})",
-            f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'})"]
+            f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, loss, "
+            f"{need_stats!r}, {need_out!r}, opts={opts!r})",
+            f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'}, "
+            f"{plan.param('ignore_index', -100)!r})"]
     idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else None
            for n in ("weight", "bias")}
-    return funcs, [f"_row_launch(_prologue, _epilogue, {ops.args()}, {view}, {need_stats!r}, "
-                   f"{need_out!r}, {idx['weight']!r}, {idx['bias']!r})"]
+    return funcs, [f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
+                   f"{need_stats!r}, {need_out!r}, {idx['weight']!r}, {idx['bias']!r}, "
+                   f"opts={opts!r})"]
 
 
 def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
