@@ -166,7 +166,7 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     b_kind = "b_k" if b_major == "k" else "b_n"
     lines.append(f"_gemm_launch(a, b, {a_kind!r}, {b_kind!r}, {batched}, {target}, "
                  f"TUNABLES['precision'], {epi}, [{', '.join(ops.vec)}], {tuple(ops.full)!r}, "
-                 f"[{', '.join(ops.rows)}], {tuple(ops.row_kinds)!r}, "
+                 f"[{', '.join(ops.rows)}], {ops.kinds()}, "
                  f"[{', '.join(ops.scalars)}])")
     if reduce:
         if reduce not in _REDUCES:

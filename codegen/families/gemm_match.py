@@ -274,6 +274,11 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
                          epilogue.result)
     if out.dtype not in FLOATS:
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
+    mapped = [lf for lf in m.leaves.values() if lf.kind == "rowmap"]
+    if mapped:
+        raise NotCoveredError(f"{mapped[0].ref} of shape {mapped[0].shape} broadcasts over some of "
+                              "the product's rows (the gemm epilogue reads per-row, per-column "
+                              "and full operands)", "broadcast")
     modes = precision_modes(a_node.dtype, m.cap.tolerance)
     params["precision_default"] = modes[-1]
     params["precision_modes"] = modes

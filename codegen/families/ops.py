@@ -20,7 +20,14 @@ from typing import Any
 
 #: Ops that reduce or normalise along a dimension (the row family).
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
-                     "mean", "amax", "amin", "max", "min", "argmax", "argmin"})
+                     "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
+                     "group_norm", "instance_norm", "batch_norm"})
+#: Reductions over any dims (``norm`` / ``vector_norm`` / ``normalize`` are lowered to these by
+#: :mod:`~cutegen.codegen.families.lower` first).
+REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var",
+                        "std"})
+#: Ops that only change a tensor's shape (a view of the same values in the same order).
+VIEW_OPS = frozenset({"view"})
 #: Scans along a dimension (the scan family).
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 #: Matrix products (the gemm family): ``matmul`` (``torch.matmul``, ``@``), ``mm``, ``bmm``,
@@ -57,6 +64,15 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
     "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
     "transpose": ("input", "dim0", "dim1"), "logsumexp": ("input", "dim", "keepdim"),
+    "var": ("input", "dim", "unbiased", "keepdim"), "std": ("input", "dim", "unbiased", "keepdim"),
+    "norm": ("input", "p", "dim", "keepdim", "out", "dtype"),
+    "vector_norm": ("input", "ord", "dim", "keepdim"),
+    "normalize": ("input", "p", "dim", "eps"),
+    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
+    "instance_norm": ("input", "running_mean", "running_var", "weight", "bias",
+                      "use_input_stats", "momentum", "eps"),
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training",
+                   "momentum", "eps"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -69,7 +85,9 @@ _METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negati
                    "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
                    "to": "cast", "type": "cast", "view": "view", "reshape": "view",
                    "max": "max", "min": "min", "t": "transpose", "swapaxes": "transpose",
-                   "swapdims": "transpose"}
+                   "swapdims": "transpose", "unsqueeze": "view", "squeeze": "view",
+                   "expand": "view", "expand_as": "view", "flatten": "view", "view_as": "view",
+                   "reshape_as": "view", "norm": "norm"}
 _CAST_DTYPE = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64"}
 
 
@@ -93,13 +111,19 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
         F.tanh: ("tanh", True), F.linear: ("linear", True),
         operator.matmul: ("matmul", False), torch.t: ("transpose", False),
+        F.normalize: ("normalize", True), F.group_norm: ("group_norm", True),
+        F.instance_norm: ("instance_norm", True), F.batch_norm: ("batch_norm", True),
+        torch.norm: ("norm", False), torch.linalg.vector_norm: ("vector_norm", False),
+        torch.unsqueeze: ("view", False), torch.squeeze: ("view", False),
+        torch.flatten: ("view", False), torch.reshape: ("view", False),
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
-                 "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", *_UNARY):
+                 "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", "var", "std",
+                 *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
             table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose"}.get(
@@ -150,6 +174,26 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     if hasattr(nn, "RMSNorm") and isinstance(mod, nn.RMSNorm):
         return "rms_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
                             "weight": param(mod.weight, "weight")}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias")}
+    norm_base = getattr(nn.modules, "batchnorm", None)
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        stats = mod.training or not mod.track_running_stats
+        return "instance_norm", {"eps": mod.eps, "use_input_stats": stats,
+                                 "momentum": mod.momentum,
+                                 "weight": param(mod.weight, "weight"),
+                                 "bias": param(mod.bias, "bias"),
+                                 "running_mean": param(mod.running_mean, "running_mean"),
+                                 "running_var": param(mod.running_var, "running_var")}
+    if norm_base is not None and isinstance(mod, norm_base._BatchNorm):
+        batch_stats = mod.training or mod.running_mean is None
+        return "batch_norm", {"eps": mod.eps, "training": batch_stats, "momentum": mod.momentum,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias"),
+                              "running_mean": param(mod.running_mean, "running_mean"),
+                              "running_var": param(mod.running_var, "running_var")}
     if isinstance(mod, nn.CrossEntropyLoss):
         return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
                                  "label_smoothing": mod.label_smoothing,
@@ -218,6 +262,11 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         bound = _bind(names, args, kwargs)
         mod_name = getattr(fn, "__module__", "") or ""
         target = f"{mod_name}.{getattr(fn, '__name__', str(fn))}".lstrip(".")
+    if op in ("max", "min") and isinstance(bound.get("dim"), torch.fx.Node) and isinstance(
+            values.get(bound["dim"]), torch.Tensor):  # torch.max(x, y): elementwise
+        bound["other"] = bound.pop("dim")
+    if op == "view":  # x.view(...), x.unsqueeze(d), x.expand_as(y) ...: only x is data
+        bound = {"input": bound.get("input")}
     if op == "transpose" and "dims" not in consts:  # x.t(), x.transpose(d0, d1), torch.t(x)
         d0, d1 = bound.pop("dim0", None), bound.pop("dim1", None)
         consts["dims"] = [d0, d1] if d0 is not None and d1 is not None else [-2, -1]
@@ -234,6 +283,10 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
                 tensors[k] = ids[v]
             elif isinstance(val, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in val):
                 tensors[k] = ids[v]  # a tuple of tensors (e.g. torch.max(x, dim))
+            elif v.op == "placeholder" and isinstance(val, (int, float)) and not isinstance(
+                    val, bool):
+                # a number passed to forward: read at run time, never the value seen here
+                consts[k] = {"input": str(v.target), "value": val}
             else:
                 consts[k] = _jsonable(val)
         elif isinstance(v, (tuple, list)) and any(isinstance(a, torch.fx.Node) for a in v):

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
+from cutegen.codegen.families.lower import lower
 from cutegen.codegen.families.matcher import (
     FLOATS,
     OPMATH_EPS,
@@ -33,8 +34,10 @@ from cutegen.codegen.families.matcher import (
     NotCoveredError,
     trailing_dims,
 )
+from cutegen.codegen.families.norms import norm_plan
 from cutegen.codegen.families.ops import ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
+from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
 from cutegen.codegen.tasks import Task
 from cutegen.errors import TaskError
 
@@ -48,9 +51,10 @@ def _unknown(m: Matcher, ids: set[int]) -> None:
 
 
 def _match(cap: Captured) -> Plan:
-    m = Matcher(cap)
     if cap.error:
         raise NotCoveredError(cap.error)
+    cap = lower(cap)
+    m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
         raise NotCoveredError("Model.forward does not return a single tensor")
@@ -98,6 +102,9 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     absorbed: set[int] = set()
     result = a.id
     params: dict[str, object] = {}
+    # torch.max / min without a dim: the max / min of all elements
+    if op in ("max", "min") and a.dtype and a.consts.get("dim") is None:
+        op = "amax" if op == "max" else "amin"
     # torch.max / min with a dim: (values, indices), used through one getitem
     if op in ("max", "min"):
         uses = m.users(a.id, calls | {out.id})
@@ -118,6 +125,10 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
             result = uses[0]
             x_id = x.tensors["input"]
             x = m.node(x_id)
+    if op in REDUCTIONS:
+        return reduction_plan(m, calls, out, a, op, result, absorbed)
+    if op in ("group_norm", "instance_norm", "batch_norm"):
+        return norm_plan(m, calls, out, a)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
     family, out_shape, k = _anchor_params(m, a, op, x, frame, params)
@@ -227,12 +238,7 @@ def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...]
             raise NotCoveredError(f"cross_entropy reduction={reduction!r}", op)
         params["reduction"] = reduction
         return "row", ("rows" if reduction == "none" else "scalar"), 1
-    # sum / mean / amax / amin / argmax / argmin
-    k = trailing_dims(c.get("dim"), nd, op)
-    if op in ("argmax", "argmin") and k != 1:
-        raise NotCoveredError(f"{op} over several dims", op)
-    params["keepdim"] = bool(c.get("keepdim") or False)
-    return "row", "rows", k
+    raise NotCoveredError(f"{a.target} is not supported by the built-in families", op)
 
 
 def recognize(cap: Captured) -> Recognition:

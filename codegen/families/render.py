@@ -17,6 +17,9 @@ from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
+from cutegen.codegen.families.reductions import SPLITTABLE
+from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
+from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
 from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
@@ -49,6 +52,12 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family in ("strided", "batchnorm"):
+        values, choices = (strided_knobs(plan) if plan.family == "strided"
+                           else batchnorm_knobs(_ROW_KNOBS, _PW_KNOBS))
+        if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
+            values["fast_math"], choices["fast_math"] = False, [False, True]
+        return values, choices
     values, choices = (dict(d) for d in KNOBS[plan.family])
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
@@ -63,15 +72,22 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
 def _has_late_operands(plan: Plan) -> bool:
     """Whether the row kernel's output pass reads vector operands besides x (weights, bias,
     epilogue tensors): only then does TUNABLES["preload"] change anything."""
-    if plan.op not in WRITES_ROW:
+    if plan.op not in WRITES_ROW and not plan.param("map"):
         return False
     names = [plan.param("weight"), plan.param("bias"), *plan.epilogue.leaves()]
     return any(n and plan.leaf(n).kind in ("full", "col") for n in names)
 
 
+def uses_row_reduce(plan: Plan) -> bool:
+    """Whether a row plan is a reduction that may run in two passes (few long rows, or all
+    elements): its partial statistic is one value the same op merges."""
+    return (plan.family == "row" and plan.out_shape == "rows" and plan.op in SPLITTABLE
+            and plan.param("layout") in ("inner", "all"))
+
+
 def can_split(plan: Plan) -> bool:
     """Whether the plan has pointwise work that can run as kernels of its own."""
-    if not plan.has_pointwise or plan.out_shape != "same":
+    if not plan.has_pointwise or plan.out_shape != "same" or plan.param("map"):
         return False
     return not any("%in" in n.args for n in plan.epilogue.nodes) and plan.epilogue.result != "%in"
 
@@ -121,6 +137,10 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
              VPOW]
     if plan.family == "pointwise":
         funcs, body, fwd = _pointwise_parts(plan)
+    elif plan.family == "strided":
+        funcs, body, fwd = strided_parts(plan)
+    elif plan.family == "batchnorm":
+        funcs, body, fwd = batchnorm_parts(plan)
     elif fused:
         funcs, body, fwd = _fused_parts(plan)
     else:
@@ -143,16 +163,28 @@ def _family_body(plan: Plan) -> str:
     parts = ["row", *spec.parts]
     if op == "cross_entropy" and plan.param("reduction", "mean") != "none":
         parts.append("row_loss")
+    if uses_row_reduce(plan):
+        parts.append("row_reduce")
     return "\n\n\n".join(render_template(name, {}, {}).strip("\n") for name in parts)
+
+
+class _Src(str):
+    """Source text that prints as itself in a launch line (``{x!r}`` gives the text)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _frame_lines(plan: Plan) -> list[str]:
     """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output."""
     k = plan.param("k", 1)
     alloc, _ = _out_view(plan)
+    rows = ["n_rows = main.numel() // max(n_cols, 1)"]
+    if plan.op == "group_norm":  # rows are (n, group): (N * G, C / G * spatial)
+        rows = [f"n_rows = shape[0] * {plan.param('groups')}",
+                "n_cols = main.numel() // max(n_rows, 1)"]
     return [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
-            f"n_cols = math.prod(shape[len(shape) - {k}:])",
-            "n_rows = main.numel() // max(n_cols, 1)", alloc,
+            f"n_cols = math.prod(shape[len(shape) - {k}:])", *rows, alloc,
             "if main.numel() == 0:", "    return out"]
 
 
@@ -162,6 +194,9 @@ def _out_view(plan: Plan) -> tuple[str, str]:
     dt = _DTYPES[plan.out_dtype]
     if plan.out_shape in ("same", "broadcast"):
         shape, view = "shape", "out.view(n_rows, n_cols)"
+    elif plan.out_shape == "rows" and plan.param("dims") is not None:
+        shape = f"_reduced(shape, {tuple(plan.param('dims'))!r}, {bool(plan.param('keepdim'))})"
+        view = "out.view(-1)"
     elif plan.out_shape == "rows":
         keep = f" + (1,) * {k}" if plan.param("keepdim") else ""
         shape, view = f"tuple(shape[:len(shape) - {k}]){keep}", "out.view(n_rows)"
@@ -174,14 +209,18 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     """(chain functions, forward lines) launching the family kernel of ``plan`` with its main
     operand read from ``first`` and its result written to ``view``."""
     extra = [plan.param(n) for n in ("weight", "bias") if plan.param(n)]
+    if plan.op == "group_norm":
+        extra = []  # read by the op itself, through the row operands (tables)
     ops = Operands()
     if plan.param("target"):
         t = plan.leaf(plan.param("target"))
         ops.access[t.name] = "r[0]"
         ops.rows.append(f"_as_rows({source(t)}, n_rows)")
-        ops.row_kinds.append(True)
+        ops.row_kinds.append("True")
     ops.add(plan.leaf(plan.main), first)
-    for n in list(plan.prologue.leaves()) + extra + list(plan.epilogue.leaves()):
+    tables = [plan.param(n) for n in ("weight", "bias")
+              if plan.op == "group_norm" and plan.param(n)]
+    for n in list(plan.prologue.leaves()) + extra + tables + list(plan.epilogue.leaves()):
         ops.add(plan.leaf(n), wrapped(plan.leaf(n)))
     funcs = [chain_function("_prologue", plan.prologue, ops.access,
                             doc="The fused prologue: the value the kernel's op consumes."),
@@ -196,7 +235,14 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
         return funcs, [f"_scan_launch(_prologue, _epilogue, {ops.args()}, {view}, "
                        f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))})"]
     spec = row_op(plan.op)
-    opts = spec.opts(plan)
+    opts: object = spec.opts(plan)
+    if plan.op == "group_norm":  # shape-dependent options, read at run time
+        groups = plan.param("groups")
+        rp = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else -1
+              for n in ("weight", "bias")}
+        opts = _Src(f"(('eps', {plan.param('eps')!r}), ('groups', {groups}), "
+                    f"('channels', shape[1]), ('spatial', n_cols * {groups} // shape[1]), "
+                    f"('w_rp', {rp['weight']}), ('b_rp', {rp['bias']}))")
     if plan.op == "cross_entropy" and plan.param("reduction") != "none":
         return funcs, [
             "loss = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
@@ -204,8 +250,11 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
             f"{need_stats!r}, {need_out!r}, opts={opts!r})",
             f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'}, "
             f"{plan.param('ignore_index', -100)!r})"]
-    idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else None
-           for n in ("weight", "bias")}
+    if uses_row_reduce(plan):
+        return funcs, [f"_row_reduce({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
+                       f"{need_stats!r}, opts={opts!r})"]
+    idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) and plan.op != "group_norm"
+           else None for n in ("weight", "bias")}
     return funcs, [f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
                    f"{need_stats!r}, {need_out!r}, {idx['weight']!r}, {idx['bias']!r}, "
                    f"opts={opts!r})"]

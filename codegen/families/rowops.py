@@ -40,13 +40,18 @@ def _eps(plan: Plan) -> tuple[tuple[str, object], ...]:
     return (("eps", float(plan.param("eps", 0.0))),)
 
 
+def _var(std: bool) -> Callable[[Plan], tuple[tuple[str, object], ...]]:
+    return lambda p: (("correction", float(p.param("correction", 1.0))), ("std", std))
+
+
 #: Canonical row op -> how it is computed.
 ROW_OPS: dict[str, RowOp] = {
     "softmax": RowOp("SoftmaxRow", ("row_lse", "row_softmax"), writes_row=True),
     "log_softmax": RowOp("LogSoftmaxRow", ("row_lse", "row_log_softmax"), writes_row=True),
     "cross_entropy": RowOp("CrossEntropyRow", ("row_lse", "row_cross_entropy"),
                            opts=lambda p: (("ignore_index", int(p.param("ignore_index", -100))),)),
-    "layer_norm": RowOp("LayerNormRow", ("row_layer_norm",), writes_row=True, opts=_eps),
+    "layer_norm": RowOp("LayerNormRow", ("row_welford", "row_layer_norm"), writes_row=True,
+                        opts=_eps),
     "rms_norm": RowOp("RMSNormRow", ("row_rms_norm",), writes_row=True, opts=_eps),
     "sum": RowOp("SumRow", ("row_sum",)),
     "mean": RowOp("SumRow", ("row_sum",), opts=lambda p: (("mean", True),)),
@@ -54,6 +59,22 @@ ROW_OPS: dict[str, RowOp] = {
     "amin": RowOp("ExtremeRow", ("row_extreme",), opts=lambda p: (("largest", False),)),
     "argmax": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", True),)),
     "argmin": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", False),)),
+    "group_norm": RowOp("GroupNormRow", ("row_welford", "row_group_norm"), writes_row=True),
+    "var": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(False)),
+    "std": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(True)),
+}
+#: The strided family's ops (reductions over the middle dim of (B, R, C)): op -> (kernel
+#: class, template parts after ``strided``, options). Its mean's ``count`` is added at run
+#: time (the elements each output value reduces).
+STRIDED_OPS: dict[str, RowOp] = {
+    "sum": RowOp("SumStrided", ("strided_sum",)),
+    "mean": RowOp("SumStrided", ("strided_sum",), opts=lambda p: (("mean", True),)),
+    "amax": RowOp("ExtremeStrided", ("strided_extreme",), opts=lambda p: (("largest", True),)),
+    "amin": RowOp("ExtremeStrided", ("strided_extreme",), opts=lambda p: (("largest", False),)),
+    "argmax": RowOp("ArgStrided", ("strided_arg",), opts=lambda p: (("largest", True),)),
+    "argmin": RowOp("ArgStrided", ("strided_arg",), opts=lambda p: (("largest", False),)),
+    "var": RowOp("VarStrided", ("strided_var",), opts=_var(False)),
+    "std": RowOp("VarStrided", ("strided_var",), opts=_var(True)),
 }
 #: Row ops that write a full row (the others write one value per row).
 WRITES_ROW = frozenset(op for op, spec in ROW_OPS.items() if spec.writes_row)

@@ -2,6 +2,9 @@
 
     pytest -m gpu tests/families_tests/test_families_gpu.py -q -s
 
+Select issue 19's cases (reductions over any dims, norms) with ``-k "reduce or norm or dim or
+all_ or loss or scalar or constant"``, or run them all.
+
 Each case renders a candidate, evaluates it with :class:`LocalEvaluator` (the harness a
 search uses: main shape with three input distributions, every VERIFY_SHAPE — 1 row, 127
 rows, row lengths that are no multiple of the vector width or the tile, very long rows —,
@@ -41,6 +44,11 @@ CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.TASKS.glob("
 #: bundled task that offers it: the approximation must stay inside the task's tolerance.
 CASES += [(name, fd.variants(name)[0][0], True, True) for name in sorted(fd.BUNDLED_COVERED)
           if fd.offers_fast_math(name)]
+#: Issue 19: reductions over any dims and norms: the bundled tasks' default candidates, and
+#: every strategy of the small tasks in reduce_tasks/ (awkward hidden shapes).
+CASES += [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_REDUCE)]
+CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
+          for s, f in fd.variants(name)]
 
 
 def _id(case) -> str:

@@ -1,0 +1,174 @@
+"""Lowering: composite ops of a captured forward rewritten as the primitive ops recognition
+matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
+
+* ``torch.norm`` / ``x.norm`` / ``torch.linalg.vector_norm`` over some dims (p = 2 or "fro":
+  ``sqrt(sum(x * x))``; p = 1: ``sum(abs(x))``; p = inf / -inf: ``amax`` / ``amin`` of
+  ``abs(x)``; another p > 0: ``sum(abs(x) ** p) ** (1 / p)``);
+* ``F.normalize(x, p, dim, eps)``: ``x / clamp(norm(x, p, dim, keepdim=True), min=eps)``;
+* ``nn.BatchNormNd`` / ``F.batch_norm`` with running statistics (eval mode):
+  ``(x - mean) * rsqrt(var + eps) * weight + bias``, each statistic and parameter read per
+  channel (viewed (1, C, 1, ...)): pointwise, so it fuses with whatever surrounds it.
+
+The rewritten graph keeps node ids in topological order (every node is renumbered), so a
+chain built from it is in evaluation order. A composite op with arguments outside these
+forms is left as it is, and recognition names it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from cutegen.codegen.families.capture import Captured, Node
+
+_INF = float("inf")
+
+
+class _Builder:
+    """The rewritten node list: new ids in order, and old id -> new id of each value."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.new_id: dict[int, int] = {}
+
+    def add(self, node: Node, old: int | None = None) -> int:
+        i = len(self.nodes)
+        self.nodes.append(replace(node, id=i))
+        if old is not None:
+            self.new_id[old] = i
+        return i
+
+    def call(self, op: str, target: str, tensors: dict[str, int], consts: dict, like: Node,
+             shape: tuple[int, ...] | None = None) -> int:
+        return self.add(Node(0, "call", op, target, tensors, consts,
+                             like.shape if shape is None else shape, like.dtype))
+
+
+def _p_of(n: Node) -> object:
+    key = "ord" if n.op == "vector_norm" else "p"
+    default = 2.0 if n.op in ("vector_norm", "normalize") else "fro"
+    p = n.consts.get(key, default)
+    return "fro" if p is None else p
+
+
+def _norm(b: _Builder, n: Node, x: int, src: Node, dim: object, keepdim: bool,
+          shape: tuple[int, ...]) -> int | None:
+    """New nodes computing the p-norm of new node ``x`` over ``dim``; None: a form not lowered."""
+    p = _p_of(n)
+    if p == "fro" or p == 2 or p == 2.0:
+        pre, stat, post = "square", "sum", "sqrt"
+    elif p == 1 or p == 1.0:
+        pre, stat, post = "abs", "sum", ""
+    elif p in (_INF, "inf"):
+        pre, stat, post = "abs", "amax", ""
+    elif p in (-_INF, "-inf"):
+        pre, stat, post = "abs", "amin", ""
+    elif isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 and math.isfinite(p):
+        pre, stat, post = "pow", "sum", "pow"
+    else:
+        return None
+    target = f"{n.target} (p={p})"
+    if pre == "pow":
+        t = b.call("abs", target, {"input": x}, {}, src)
+        t = b.call("pow", target, {"input": t}, {"exponent": float(p)}, src)
+    else:
+        t = b.call(pre, target, {"input": x}, {}, src)
+    red = b.call(stat, target, {"input": t}, {"dim": dim, "keepdim": keepdim}, n, shape)
+    if post == "sqrt":
+        return b.call("sqrt", target, {"input": red}, {}, n, shape)
+    if post == "pow":
+        return b.call("pow", target, {"input": red}, {"exponent": 1.0 / float(p)}, n, shape)
+    return red
+
+
+def _lower_norm(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    if n.consts.get("dtype") is not None or "input" not in n.tensors or set(n.tensors) != {"input"}:
+        return None
+    x_old = n.tensors["input"]
+    return _norm(b, n, b.new_id[x_old], nodes[x_old], n.consts.get("dim"),
+                 bool(n.consts.get("keepdim") or False), n.shape)
+
+
+def _lower_normalize(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    if set(n.tensors) != {"input"}:
+        return None
+    x_old = n.tensors["input"]
+    src = nodes[x_old]
+    dim = n.consts.get("dim", 1)
+    if not isinstance(dim, int):
+        return None
+    nd = len(src.shape)
+    kshape = tuple(1 if d == dim % max(nd, 1) else s for d, s in enumerate(src.shape))
+    x = b.new_id[x_old]
+    norm = _norm(b, n, x, src, dim, True, kshape)
+    if norm is None:
+        return None
+    eps = float(n.consts.get("eps", 1e-12))
+    den = b.call("clamp", n.target, {"input": norm}, {"min": eps}, n, kshape)
+    return b.call("div", n.target, {"input": x, "other": den}, {}, n)
+
+
+def _channel_operand(b: _Builder, n: Node, key: str, x: Node) -> int | None:
+    """A new node reading the norm's per-channel ``key`` tensor viewed (1, C, 1, ...)."""
+    nd = len(x.shape)
+    view = (1, x.shape[1]) + (1,) * (nd - 2)
+    if key in n.tensors:
+        src = b.new_id[n.tensors[key]]
+        like = b.nodes[src]
+    else:
+        spec = n.consts.get(key)
+        if not isinstance(spec, dict) or "path" not in spec:
+            return None
+        like = Node(0, "param", spec["path"], shape=tuple(spec["shape"]), dtype=spec["dtype"])
+        src = b.add(like)
+    if [d for d in like.shape if d != 1] != [x.shape[1]]:
+        return None
+    return b.add(Node(0, "call", "view", f"{n.target} ({key})", {"input": src}, {}, view,
+                      like.dtype))
+
+
+def _lower_batch_norm(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """Batch norm with running statistics (see the module docstring); None in training mode."""
+    if n.consts.get("training", False) or "input" not in n.tensors:
+        return None
+    x_old = n.tensors["input"]
+    x = nodes[x_old]
+    eps = n.consts.get("eps", 1e-5)
+    if len(x.shape) < 2 or not isinstance(eps, (int, float)):
+        return None
+    ops = {k: _channel_operand(b, n, k, x) for k in ("running_mean", "running_var", "weight",
+                                                     "bias")}
+    if ops["running_mean"] is None or ops["running_var"] is None:
+        return None
+    cshape = b.nodes[ops["running_var"]].shape
+    t = b.call("sub", n.target, {"input": b.new_id[x_old], "other": ops["running_mean"]}, {}, n)
+    v = b.call("add", n.target, {"input": ops["running_var"]}, {"other": float(eps)}, n, cshape)
+    v = b.call("rsqrt", n.target, {"input": v}, {}, n, cshape)
+    t = b.call("mul", n.target, {"input": t, "other": v}, {}, n)
+    if ops["weight"] is not None:
+        t = b.call("mul", n.target, {"input": t, "other": ops["weight"]}, {}, n)
+    if ops["bias"] is not None:
+        t = b.call("add", n.target, {"input": t, "other": ops["bias"]}, {}, n)
+    return t
+
+
+_LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+          "batch_norm": _lower_batch_norm}
+
+
+def lower(cap: Captured) -> Captured:
+    """The captured forward with its composite ops rewritten (see the module docstring)."""
+    if cap.error or not any(n.kind == "call" and n.op in _LOWER for n in cap.nodes):
+        return cap
+    nodes = {n.id: n for n in cap.nodes}
+    b = _Builder()
+    for n in cap.nodes:
+        tensors = {k: b.new_id[v] for k, v in n.tensors.items()}
+        if n.kind == "call" and n.op in _LOWER:
+            new = _LOWER[n.op](b, n, nodes)
+            if new is not None:
+                b.new_id[n.id] = new
+                continue
+        b.add(replace(n, tensors=tensors), n.id)
+    output = b.new_id.get(cap.output, -1) if cap.output >= 0 else -1
+    return replace(cap, nodes=tuple(b.nodes), output=output)
