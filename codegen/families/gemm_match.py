@@ -169,8 +169,13 @@ def _reduction(m: Matcher, calls: set[int], out: Node, g: Node, absorbed: set[in
     if not anchors:
         return out.id, "matrix"
     r = m.node(anchors[0])
-    if len(anchors) > 1 or r.op not in GEMM_REDUCE_OPS:
-        bad = next((m.node(i) for i in anchors if m.node(i).op not in GEMM_REDUCE_OPS), r)
+    if len(anchors) > 1:
+        names = ", ".join(_name(m.node(i)) for i in anchors)
+        raise NotCoveredError(f"{len(anchors)} reductions or norms after a matrix product ({names}):"
+                              " the gemm family fuses one reduction over N after its epilogue",
+                              m.node(anchors[1]).op)
+    if r.op not in GEMM_REDUCE_OPS:
+        bad = r
         raise NotCoveredError(
             f"{_name(bad)} of a matrix product: the gemm family fuses pointwise ops and one sum / "
             "mean / amax / logsumexp over N after the product", bad.op)

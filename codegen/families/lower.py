@@ -7,7 +7,11 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * ``F.normalize(x, p, dim, eps)``: ``x / clamp(norm(x, p, dim, keepdim=True), min=eps)``;
 * ``nn.BatchNormNd`` / ``F.batch_norm`` with running statistics (eval mode):
   ``(x - mean) * rsqrt(var + eps) * weight + bias``, each statistic and parameter read per
-  channel (viewed (1, C, 1, ...)): pointwise, so it fuses with whatever surrounds it.
+  channel (viewed (1, C, 1, ...)): pointwise, so it fuses with whatever surrounds it;
+* the regression losses ``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss`` (beta),
+  ``F.huber_loss`` (delta) and ``F.kl_div`` (log_target, reduction "batchmean" = the sum over
+  the batch size, read at run time), and their modules: the elementwise loss as pointwise
+  ops, then a mean / sum over every element (reduction "none": no reduction).
 
 The rewritten graph keeps node ids in topological order (every node is renumbered), so a
 chain built from it is in evaluation order. A composite op with arguments outside these
@@ -152,8 +156,71 @@ def _lower_batch_norm(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | Non
     return t
 
 
+def _lower_loss(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A regression loss (see the module docstring); None for a form not lowered."""
+    import torch
+
+    if "input" not in n.tensors or "target" not in n.tensors:
+        return None
+    if any(n.consts.get(k) is not None for k in ("size_average", "reduce")):
+        return None
+    x_old, t_old = n.tensors["input"], n.tensors["target"]
+    x, t = b.new_id[x_old], b.new_id[t_old]
+    shape = tuple(torch.broadcast_shapes(nodes[x_old].shape, nodes[t_old].shape))
+    like = nodes[x_old]
+    tgt = n.target
+
+    def call(op: str, tensors: dict[str, int], consts: dict | None = None) -> int:
+        return b.call(op, tgt, tensors, consts or {}, like, shape)
+
+    op = n.op
+    if op == "kl_div":
+        if n.consts.get("log_target"):
+            loss = call("mul", {"input": call("exp", {"input": t}),
+                                "other": call("sub", {"input": t, "other": x})})
+        else:  # target * (log(target) - input), 0 where target is 0 (torch's xlogy)
+            raw = call("mul", {"input": t, "other": call("sub", {"input": call("log", {"input": t}),
+                                                                 "other": x})})
+            loss = call("where", {"condition": call("eq", {"input": t}, {"other": 0.0}),
+                                  "other": raw}, {"input": 0.0})
+    else:
+        d = call("sub", {"input": x, "other": t})
+        if op == "mse_loss":
+            loss = call("square", {"input": d})
+        elif op == "l1_loss":
+            loss = call("abs", {"input": d})
+        else:
+            key = "beta" if op == "smooth_l1_loss" else "delta"
+            w = n.consts.get(key, 1.0)
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
+                return None
+            ad = call("abs", {"input": d})
+            if w == 0:
+                loss = ad
+            else:
+                sq = call("mul", {"input": call("square", {"input": d})},
+                          {"other": 0.5 / w if op == "smooth_l1_loss" else 0.5})
+                lin = call("sub", {"input": ad}, {"other": 0.5 * w})
+                if op == "huber_loss":
+                    lin = call("mul", {"input": lin}, {"other": float(w)})
+                small = call("lt", {"input": ad}, {"other": float(w)})
+                loss = call("where", {"condition": small, "input": sq, "other": lin})
+    reduction = n.consts.get("reduction", "mean")
+    if reduction == "none":
+        return loss
+    if reduction not in ("mean", "sum", "batchmean") or (reduction == "batchmean"
+                                                          and op != "kl_div"):
+        return None
+    consts: dict = {"dim": None, "keepdim": False}
+    if reduction == "batchmean":  # the sum over the batch size, whatever the shape
+        consts["count_dims"] = [0]
+    return b.call("sum" if reduction == "sum" else "mean", tgt, {"input": loss}, consts, n, ())
+
+
 _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
-          "batch_norm": _lower_batch_norm}
+          "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
+          "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
+          "kl_div": _lower_loss}
 
 
 def lower(cap: Captured) -> Captured:

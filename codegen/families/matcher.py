@@ -11,14 +11,16 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node
-from cutegen.codegen.families.ops import POINTWISE_OPS
+from cutegen.codegen.families.ops import COMPARE_OPS, POINTWISE_OPS
 from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode
 
 FLOATS = ("float32", "bfloat16", "float16")
 #: RMSNorm's default eps: the epsilon of its compute type (fp32 for fp32, bf16 and fp16).
 OPMATH_EPS = 1.1920928955078125e-07
 _OP_PARAMS = ("approximate", "negative_slope", "alpha", "beta", "threshold", "min_val",
-              "max_val", "min", "max")
+              "max_val", "min", "max", "lambd")
+#: Dtypes a leaf may have: floats, and bool masks (read as 1.0 / 0.0).
+LEAF_DTYPES = (*FLOATS, "bool")
 
 
 class NotCoveredError(Exception):
@@ -188,7 +190,7 @@ class Matcher:
                     n.value, float):
                 return self.value_leaf(n.value)  # torch.tensor(self.c): the number itself
             if n.kind in ("input", "param"):
-                if n.dtype not in FLOATS:
+                if n.dtype not in LEAF_DTYPES:
                     raise NotCoveredError(f"{n.op} is a {n.dtype or 'non-tensor'} operand of a "
                                       "pointwise op (floating-point tensors only)", n.dtype)
                 return "@" + self.leaf(n, frame, k)
@@ -236,6 +238,13 @@ class Matcher:
             op = "identity"
             if tuple(self.nodes[t["input"]].shape) != tuple(n.shape):
                 raise NotCoveredError(f"{n.target}: a reshape to another shape", "reshape")
+        if op in ("where", "masked_fill"):  # where(c, a, b); x.masked_fill(mask, v) = where(mask, v, x)
+            names = ("condition", "input", "other") if op == "where" else ("mask", "value", "input")
+            return PwNode(n.id, "where", tuple(arg(k) for k in names))
+        if op in COMPARE_OPS:
+            return PwNode(n.id, op, (arg("input"), arg("other")))
+        if op == "threshold":  # x if x > threshold else value
+            return PwNode(n.id, op, (arg("input"), arg("threshold"), arg("value")))
         if op in ("add", "sub", "mul", "div", "maximum", "minimum"):
             if op == "div" and c.get("rounding_mode") is not None:
                 raise NotCoveredError(f"{n.target}: division with rounding_mode", "div")

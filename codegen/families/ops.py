@@ -38,8 +38,12 @@ POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
     "silu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs",
     "erf", "square", "reciprocal", "clamp", "leaky_relu", "elu", "softplus", "hardtanh",
-    "hardsigmoid", "hardswish", "mish", "cast", "identity",
+    "hardsigmoid", "hardswish", "mish", "cast", "identity", "selu", "celu", "softsign",
+    "logsigmoid", "tanhshrink", "hardshrink", "softshrink", "threshold", "sign", "where",
+    "gt", "lt", "ge", "le", "eq", "ne", "masked_fill",
 })
+#: Comparisons: their value is 1.0 where true, 0.0 where false (a mask a chain can use).
+COMPARE_OPS = frozenset({"gt", "lt", "ge", "le", "eq", "ne"})
 
 #: Positional parameter names per canonical op (the ``torch.*`` / ``Tensor`` form).
 _PARAMS: dict[str, tuple[str, ...]] = {
@@ -61,6 +65,16 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "leaky_relu": ("input", "negative_slope", "inplace"), "elu": ("input", "alpha", "inplace"),
     "softplus": ("input", "beta", "threshold"), "hardtanh": ("input", "min_val", "max_val"),
     "cast": ("input", "dtype"), "identity": ("input",), "view": ("input", "shape"),
+    "where": ("condition", "input", "other"), "masked_fill": ("input", "mask", "value"),
+    "gt": ("input", "other"), "lt": ("input", "other"), "ge": ("input", "other"),
+    "le": ("input", "other"), "eq": ("input", "other"), "ne": ("input", "other"),
+    "celu": ("input", "alpha"), "hardshrink": ("input", "lambd"),
+    "smooth_l1_loss": ("input", "target", "size_average", "reduce", "reduction", "beta"),
+    "huber_loss": ("input", "target", "reduction", "delta"),
+    "mse_loss": ("input", "target", "size_average", "reduce", "reduction"),
+    "l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
+    "kl_div": ("input", "target", "size_average", "reduce", "reduction", "log_target"),
+    "softshrink": ("input", "lambd"), "threshold": ("input", "threshold", "value"),
     "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
     "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
     "transpose": ("input", "dim0", "dim1"), "logsumexp": ("input", "dim", "keepdim"),
@@ -79,8 +93,10 @@ _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
              "log_softmax": ("input", "dim", "_stacklevel", "dtype")}
 
 _UNARY = ("relu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt",
-          "abs", "neg", "erf", "square", "reciprocal")
+          "abs", "neg", "erf", "square", "reciprocal", "selu", "sign")
 _METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
+                   "masked_fill": "masked_fill", "where": "where", "greater": "gt",
+                   "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
                    "contiguous": "identity", "clone": "identity", "detach": "identity",
                    "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
                    "to": "cast", "type": "cast", "view": "view", "reshape": "view",
@@ -111,6 +127,14 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
         F.tanh: ("tanh", True), F.linear: ("linear", True),
         operator.matmul: ("matmul", False), torch.t: ("transpose", False),
+        operator.gt: ("gt", False), operator.lt: ("lt", False), operator.ge: ("ge", False),
+        operator.le: ("le", False), operator.eq: ("eq", False), operator.ne: ("ne", False),
+        F.selu: ("selu", True), F.celu: ("celu", True), F.softsign: ("softsign", True),
+        F.logsigmoid: ("logsigmoid", True), F.tanhshrink: ("tanhshrink", True),
+        F.hardshrink: ("hardshrink", True), F.softshrink: ("softshrink", True),
+        F.threshold: ("threshold", True), F.smooth_l1_loss: ("smooth_l1_loss", True),
+        F.huber_loss: ("huber_loss", True), F.mse_loss: ("mse_loss", True),
+        F.l1_loss: ("l1_loss", True), F.kl_div: ("kl_div", True),
         F.normalize: ("normalize", True), F.group_norm: ("group_norm", True),
         F.instance_norm: ("instance_norm", True), F.batch_norm: ("batch_norm", True),
         torch.norm: ("norm", False), torch.linalg.vector_norm: ("vector_norm", False),
@@ -123,16 +147,23 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
                  "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", "var", "std",
-                 *_UNARY):
+                 "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less", "greater_equal",
+                 "less_equal", "not_equal", "selu", "celu", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
-            table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose"}.get(
-                name, name), False))
+            table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose",
+                                   "greater": "gt", "less": "lt", "greater_equal": "ge",
+                                   "less_equal": "le", "not_equal": "ne"}.get(name, name), False))
     for name in ("gelu", "silu", "elu", "softplus", "hardtanh", "leaky_relu", "hardswish",
-                 "hardsigmoid", "mish", "relu6"):
+                 "hardsigmoid", "mish", "relu6", "softshrink", "hardshrink", "log_sigmoid",
+                 "celu"):
         fn = getattr(torch._C._nn, name, None)  # what F.gelu & co. really are
         if fn is not None:
-            table.setdefault(fn, (name, True))
+            table.setdefault(fn, ({"log_sigmoid": "logsigmoid"}.get(name, name), True))
+    for name in ("selu", "celu", "threshold"):
+        fn = getattr(torch, name, None)  # torch.selu & co.: F.selu calls these
+        if fn is not None:
+            table.setdefault(fn, (name, False))
     return table
 
 
@@ -147,7 +178,8 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
 
     simple = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh",
               nn.ReLU6: "relu6", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid",
-              nn.Mish: "mish", nn.Identity: "identity"}
+              nn.Mish: "mish", nn.Identity: "identity", nn.SELU: "selu",
+              nn.Softsign: "softsign", nn.LogSigmoid: "logsigmoid", nn.Tanhshrink: "tanhshrink"}
     for cls, name in simple.items():
         if type(mod) is cls:
             return name, {}
@@ -161,6 +193,13 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
         return "elu", {"alpha": mod.alpha}
     if isinstance(mod, nn.Softplus):
         return "softplus", {"beta": mod.beta, "threshold": mod.threshold}
+    if isinstance(mod, nn.CELU):
+        return "celu", {"alpha": mod.alpha}
+    if isinstance(mod, (nn.Hardshrink, nn.Softshrink)):
+        return ("hardshrink" if isinstance(mod, nn.Hardshrink) else "softshrink"), {
+            "lambd": mod.lambd}
+    if isinstance(mod, nn.Threshold):
+        return "threshold", {"threshold": mod.threshold, "value": mod.value}
     if isinstance(mod, nn.Hardtanh):
         return "hardtanh", {"min_val": mod.min_val, "max_val": mod.max_val}
     if isinstance(mod, nn.Linear):
@@ -194,6 +233,13 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
                               "bias": param(mod.bias, "bias"),
                               "running_mean": param(mod.running_mean, "running_mean"),
                               "running_var": param(mod.running_var, "running_var")}
+    losses = {nn.SmoothL1Loss: ("smooth_l1_loss", ("reduction", "beta")),
+              nn.HuberLoss: ("huber_loss", ("reduction", "delta")),
+              nn.MSELoss: ("mse_loss", ("reduction",)), nn.L1Loss: ("l1_loss", ("reduction",)),
+              nn.KLDivLoss: ("kl_div", ("reduction", "log_target"))}
+    for cls, (name, attrs) in losses.items():
+        if type(mod) is cls:
+            return name, {a: getattr(mod, a) for a in attrs}
     if isinstance(mod, nn.CrossEntropyLoss):
         return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
                                  "label_smoothing": mod.label_smoothing,

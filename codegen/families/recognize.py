@@ -67,8 +67,9 @@ def _match(cap: Captured) -> Plan:
                      and not (m.node(i).op in ("max", "min") and "other" in m.node(i).tensors))
     if len(anchors) > 1:
         names = ", ".join(m.node(i).op for i in anchors)
-        raise NotCoveredError(f"more than one row operation ({names}): a family kernel fuses one",
-                          m.node(anchors[1]).op)
+        raise NotCoveredError(f"{len(anchors)} reductions or norms in one forward ({names}): a "
+                              "family kernel fuses one, with the pointwise ops around it",
+                              m.node(anchors[1]).op)
     if not anchors:
         return _pointwise_plan(m, calls, out)
     return _anchored_plan(m, calls, out, m.node(anchors[0]))
@@ -85,7 +86,7 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     if not full:
         raise NotCoveredError("no operand has the output's full shape (an outer-product "
                           "broadcast)", "broadcast")
-    main = sorted(full, key=lambda lf: lf.source != "input")[0].name
+    main = sorted(full, key=lambda lf: (lf.dtype == "bool", lf.source != "input"))[0].name
     return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
                 (), out.dtype, "broadcast", m.cap.forward_args,
                 f"pointwise: {chain.describe()} over {len(full)} full tensor(s), "

@@ -12,6 +12,9 @@ sizes are read at run time, so hidden shapes reuse the plan):
 * ``[R, K]`` / ``[K, R, K]``: the **strided** family over x viewed (B, R, C);
 * ``[R, K, R]`` / ``[K, R, K, R]``: the row family over the trailing R (per-row partials in
   fp32), then the strided family over the rest;
+* mapped back (below) over all elements or two runs (``x / torch.norm(x)``, ``x - x.mean((0,
+  2, 3), keepdim=True)``): family ``reduce_map``, the statistic first (as above, into an fp32
+  tensor of the keepdim shape), then one pointwise pass over x reading it;
 * anything else (three reduced runs) is not covered.
 
 **Map mode.** When the reduction's result is used by pointwise ops together with values of
@@ -270,6 +273,10 @@ def reduction_params(a: Node, op: str, x: Node, params: dict[str, object]) -> tu
         raise NotCoveredError(f"{op} over dims {list(dims)}", op)
     params["dims"] = dims
     params["keepdim"] = bool(c.get("keepdim") or False)
+    if c.get("count_dims") is not None:  # a mean over another count (kl_div's batchmean)
+        if op != "mean":
+            raise NotCoveredError(f"{a.target} with count_dims", op)
+        params["count_dims"] = tuple(c["count_dims"])
     params["layout"] = lay
     if lay == "inner":
         return lay, nd - runs(nd, dims)[-1][1][0]
@@ -308,9 +315,11 @@ def reduction_plan(m: Matcher, calls: set[int], out: Node, a: Node, op: str, res
     if mapped:
         if op in ("argmax", "argmin"):
             raise NotCoveredError(f"the indices of {op} used with the values they index", op)
-        if lay not in ("inner", "strided"):
+        if lay not in ("inner", "strided") and op not in SPLITTABLE:
             raise NotCoveredError(f"{op} over dims {list(dims)} mapped back over the values it "
                                   "reduces (trailing dims or one middle run of dims only)", op)
+        if lay not in ("inner", "strided"):
+            family = "reduce_map"  # the statistic first, then a pointwise pass
         if tuple(out.shape) != frame:
             raise NotCoveredError(f"a result of shape {tuple(out.shape)} from a reduction of a "
                                   f"{frame} tensor", "broadcast")
@@ -319,6 +328,11 @@ def reduction_plan(m: Matcher, calls: set[int], out: Node, a: Node, op: str, res
         bad = [m.leaves[n] for n in epilogue.leaves()
                if family == "strided" and m.leaves[n].kind not in ("full", "col", "row",
                                                                    "scalar", "value")]
+        if family == "reduce_map":  # the pointwise pass reads every leaf in its own frame
+            for n in epilogue.leaves():
+                lf = m.leaves[n]
+                if lf.kind not in ("value",) and leaf_kind(lf.shape, frame, 1) is None:
+                    bad.append(lf)
         if bad:
             raise NotCoveredError(f"{bad[0].ref} of shape {bad[0].shape} in a norm over the "
                                   "middle dims", "broadcast")

@@ -12,12 +12,14 @@ plan is rendered (and its knobs listed) by :mod:`~cutegen.codegen.families.gemm`
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
 from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.reductions import SPLITTABLE
+from cutegen.codegen.families.render_maps import reduce_map_parts
 from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
 from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
 from cutegen.codegen.families.rowops import WRITES_ROW, row_op
@@ -52,9 +54,13 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
-    if plan.family in ("strided", "batchnorm"):
+    if plan.family in ("strided", "batchnorm", "reduce_map"):
         values, choices = (strided_knobs(plan) if plan.family == "strided"
                            else batchnorm_knobs(_ROW_KNOBS, _PW_KNOBS))
+        if plan.family == "reduce_map" and plan.param("layout") == "two_stage":
+            sv, sc = strided_knobs(replace(plan, params=(("map", False),)))
+            values.update({k: v for k, v in sv.items() if k.startswith("s_")})
+            choices.update({k: v for k, v in sc.items() if k.startswith("s_")})
         if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
             values["fast_math"], choices["fast_math"] = False, [False, True]
         return values, choices
@@ -141,6 +147,8 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
         funcs, body, fwd = strided_parts(plan)
     elif plan.family == "batchnorm":
         funcs, body, fwd = batchnorm_parts(plan)
+    elif plan.family == "reduce_map":
+        funcs, body, fwd = reduce_map_parts(plan)
     elif fused:
         funcs, body, fwd = _fused_parts(plan)
     else:
@@ -251,6 +259,9 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
             f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'}, "
             f"{plan.param('ignore_index', -100)!r})"]
     if uses_row_reduce(plan):
+        if plan.param("count_dims"):  # a mean over the product of these dims' sizes
+            opts = _Src(f"{opts!r} + (('count', math.prod(shape[d] for d in "
+                        f"{tuple(plan.param('count_dims'))!r})),)")
         return funcs, [f"_row_reduce({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
                        f"{need_stats!r}, opts={opts!r})"]
     idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) and plan.op != "group_norm"

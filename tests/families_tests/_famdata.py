@@ -72,6 +72,12 @@ BUNDLED_REDUCE = {
     "batch_norm_fp32": ("batchnorm", "batch_norm", "-", "mul, add"),
     "batch_norm_eval_bf16": ("pointwise", "pointwise", "sub, add, rsqrt, mul, mul, add, relu",
                              "-"),
+    "frobenius_norm_fp32": ("reduce_map", "sum", "square", "sqrt, div"),
+    "batch_center_fp32": ("reduce_map", "mean", "-", "sub"),
+    "smooth_l1_loss_fp32": ("row", "mean", "sub, abs, square, mul, sub, lt, where", "-"),
+    "kl_div_bf16": ("row", "mean", "log, log, sub, mul, eq, where", "-"),
+    "selu_bf16": ("pointwise", "pointwise", "selu", "-"),
+    "masked_scale_fp32": ("pointwise", "pointwise", "where, mul", "-"),
 }
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).

@@ -25,10 +25,11 @@ import pytest
 pytestmark = [pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing"),
               pytest.mark.slow]
 
-_ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+_ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1}
 #: One task per kernel shape whose other strategies are compiled too.
 _VARIANT_TASKS = ("sum_dim0_keepdim_bf16", "l2norm_dim1_3d_fp32", "mean_center_rows_bf16",
-                  "group_norm_plain_fp32", "batch_norm_1d_fp32", "sum_all_fp32")
+                  "group_norm_plain_fp32", "batch_norm_1d_fp32", "sum_all_fp32",
+                  "batch_center_small_fp32")
 
 
 def _build_cases() -> list[dict]:
@@ -94,7 +95,7 @@ def _vector_bytes(c: dict) -> int:
             run = [d for d in range(nd) if d > max(dims)]
     elif plan.op == "group_norm":
         run = list(range(1, nd))
-    elif plan.family == "pointwise":
+    elif plan.family == "pointwise" or plan.param("layout") == "all":
         run = [nd - 1]
     else:
         run = list(range(nd - plan.param("k", 1), nd))

@@ -29,6 +29,15 @@ REDUCE_EXTRA = {
                                 {}),
     "scalar_mul_fp32": ("pointwise", "pointwise", "mul", "-", {}),
     "min_constant_fp32": ("pointwise", "pointwise", "minimum, sub", "-", {}),
+    "batch_center_small_fp32": ("reduce_map", "mean", "-", "sub", {"layout": "two_stage"}),
+    "fro_scale_bf16": ("reduce_map", "sum", "square", "sqrt, div, mul", {"layout": "all"}),
+    "activations_mask_fp32": ("pointwise", "pointwise",
+                              "selu, celu, add, softsign, add, logsigmoid, add, tanhshrink, add, "
+                              "hardshrink, add, softshrink, add, threshold, add, gt, mul, where, "
+                              "mul, lt, where", "-", {}),
+    "huber_module_fp32": ("row", "mean", "sub, abs, square, mul, sub, mul, lt, where", "-",
+                          {"layout": "all"}),
+    "mse_l1_sum_fp32": ("row", "sum", "sub, abs, sub, square", "-", {"layout": "all"}),
 }
 
 
