@@ -2,8 +2,8 @@
 
     pytest -m gpu tests/families_tests/test_families_gpu.py -q -s
 
-Select issue 19's cases (reductions over any dims, norms) with ``-k "reduce or norm or dim or
-all_ or loss or scalar or constant"``, or run them all.
+Issue 19's cases (reductions over any dims, norms, losses, masks) have ids starting ``r19-``:
+select them with ``-k r19``.
 
 Each case renders a candidate, evaluates it with :class:`LocalEvaluator` (the harness a
 search uses: main shape with three input distributions, every VERIFY_SHAPE — 1 row, 127
@@ -51,9 +51,13 @@ CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.REDUCE_TASKS
           for s, f in fd.variants(name)]
 
 
+_R19 = set(fd.reduce_task_names())
+
+
 def _id(case) -> str:
     name, strategy, fused, fast = case
-    return f"{name}-{strategy}" + ("" if fused else "-unfused") + ("-fast_math" if fast else "")
+    return (("r19-" if name in _R19 else "") + f"{name}-{strategy}" + ("" if fused else "-unfused")
+            + ("-fast_math" if fast else ""))
 
 
 @pytest.fixture(scope="session")
