@@ -37,6 +37,7 @@ NEGATIVE = {
     "sum_three_runs": ["dims [0, 2, 4]", "three or more separate runs"],
     "var_all": ["var", "one pass"],
     "sum_broadcast_columns": ["keepdim=True"],
+    "scale_shift_repeat": ["Tensor.repeat", "--seed-candidate"],
 }
 
 
