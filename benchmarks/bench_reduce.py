@@ -32,7 +32,9 @@ TASKS = ("sum_dim1_fp32", "mean_dim1_bf16", "amax_dim0_fp32", "argmin_dim1_bf16"
          "l2norm_rows_fp32", "l1norm_rows_bf16", "normalize_channels_fp32", "group_norm_bf16",
          "instance_norm_fp32", "batch_norm_fp32", "batch_norm_eval_bf16", "frobenius_norm_fp32",
          "batch_center_fp32", "smooth_l1_loss_fp32", "kl_div_bf16", "selu_bf16",
-         "masked_scale_fp32")
+         "masked_scale_fp32", "max_pool2d_fp32", "max_pool2d_dilated_bf16", "avg_pool2d_fp32",
+         "avg_pool1d_fp32", "max_pool1d_bf16", "max_pool3d_fp32", "avg_pool3d_bf16",
+         "global_avg_pool_bf16")
 #: Kinds whose floor is below the copy bandwidth (they must read their input twice: the
 #: statistic over the whole batch or tensor comes before any output).
 TWO_READS = ("batch_norm_fp32", "frobenius_norm_fp32", "batch_center_fp32")

@@ -22,6 +22,7 @@
 #                  (every bundled task's default, every strategy of the small ones)  ~7
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_reduce.py)  ~8
 #   reduce-bench2  the second half                                                      ~8
+#   reduce-bench3  the pooling tasks                                                     ~6
 #   llm-demo       the scripted loopback LLM session (benchmarks/llm_demo.py) on the GPU,
 #                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
@@ -112,6 +113,9 @@ for s in "$@"; do
       step reduce_bench2 560 $py benchmarks/bench_reduce.py --calibrate --runs 50 \
         --only l1norm,normalize,group_norm,instance_norm,batch_norm_fp32,batch_norm_eval,frobenius,batch_center,smooth_l1,kl_div,selu,masked \
         --out "$out/bench_reduce2" ;;
+    reduce-bench3)
+      step reduce_bench3 560 $py benchmarks/bench_reduce.py --calibrate --runs 50 \
+        --only pool --out "$out/bench_reduce3" ;;
     llm-demo)
       if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
         echo "llm-demo: openai / pydantic are not in /tmp/site (install their wheels there first)" \

@@ -11,7 +11,9 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * the regression losses ``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss`` (beta),
   ``F.huber_loss`` (delta) and ``F.kl_div`` (log_target, reduction "batchmean" = the sum over
   the batch size, read at run time), and their modules: the elementwise loss as pointwise
-  ops, then a mean / sum over every element (reduction "none": no reduction).
+  ops, then a mean / sum over every element (reduction "none": no reduction);
+* adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
+  dims, keepdim.
 
 The rewritten graph keeps node ids in topological order (every node is renumbered), so a
 chain built from it is in evaluation order. A composite op with arguments outside these
@@ -217,10 +219,28 @@ def _lower_loss(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     return b.call("sum" if reduction == "sum" else "mean", tgt, {"input": loss}, consts, n, ())
 
 
+def _lower_adaptive(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """Adaptive pooling to an output of size 1 in every spatial dim: a global mean / max."""
+    if "input" not in n.tensors or n.consts.get("return_indices"):
+        return None
+    x = nodes[n.tensors["input"]]
+    spatial = int(n.op[-2])
+    size = n.consts.get("output_size")
+    sizes = size if isinstance(size, list) else [size] * spatial
+    if len(sizes) != spatial or any(s != 1 for s in sizes) or len(x.shape) < spatial + 1:
+        return None
+    nd = len(x.shape)
+    dims = list(range(nd - spatial, nd))
+    op = "mean" if "avg" in n.op else "amax"
+    return b.call(op, n.target, {"input": b.new_id[n.tensors["input"]]},
+                  {"dim": dims, "keepdim": True}, n)
+
+
 _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
-          "kl_div": _lower_loss}
+          "kl_div": _lower_loss,
+          **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)}}
 
 
 def lower(cap: Captured) -> Captured:

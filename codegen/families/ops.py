@@ -22,6 +22,8 @@ from typing import Any
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
                      "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
                      "group_norm", "instance_norm", "batch_norm"})
+#: Pooling windows over the spatial dims of (N, C, *spatial) (the pool family).
+POOL_OPS = frozenset({f"{kind}_pool{d}d" for kind in ("max", "avg") for d in (1, 2, 3)})
 #: Reductions over any dims (``norm`` / ``vector_norm`` / ``normalize`` are lowered to these by
 #: :mod:`~cutegen.codegen.families.lower` first).
 REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var",
@@ -69,6 +71,12 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "gt": ("input", "other"), "lt": ("input", "other"), "ge": ("input", "other"),
     "le": ("input", "other"), "eq": ("input", "other"), "ne": ("input", "other"),
     "celu": ("input", "alpha"), "hardshrink": ("input", "lambd"),
+    **{f"max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                         "return_indices") for d in (1, 2, 3)},
+    **{f"avg_pool{d}d": ("input", "kernel_size", "stride", "padding", "ceil_mode",
+                         "count_include_pad", "divisor_override") for d in (1, 2, 3)},
+    **{f"adaptive_{k}_pool{d}d": ("input", "output_size", "return_indices")
+       for k in ("avg", "max") for d in (1, 2, 3)},
     "smooth_l1_loss": ("input", "target", "size_average", "reduce", "reduction", "beta"),
     "huber_loss": ("input", "target", "reduction", "delta"),
     "mse_loss": ("input", "target", "size_average", "reduce", "reduction"),
@@ -135,6 +143,10 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.threshold: ("threshold", True), F.smooth_l1_loss: ("smooth_l1_loss", True),
         F.huber_loss: ("huber_loss", True), F.mse_loss: ("mse_loss", True),
         F.l1_loss: ("l1_loss", True), F.kl_div: ("kl_div", True),
+        **{getattr(F, f"{k}_pool{d}d"): (f"{k}_pool{d}d", True) for k in ("max", "avg")
+           for d in (1, 2, 3)},
+        **{getattr(F, f"adaptive_{k}_pool{d}d"): (f"adaptive_{k}_pool{d}d", True)
+           for k in ("max", "avg") for d in (1, 2, 3)},
         F.normalize: ("normalize", True), F.group_norm: ("group_norm", True),
         F.instance_norm: ("instance_norm", True), F.batch_norm: ("batch_norm", True),
         torch.norm: ("norm", False), torch.linalg.vector_norm: ("vector_norm", False),
@@ -233,6 +245,22 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
                               "bias": param(mod.bias, "bias"),
                               "running_mean": param(mod.running_mean, "running_mean"),
                               "running_var": param(mod.running_var, "running_var")}
+    for d in (1, 2, 3):
+        if type(mod) is getattr(nn, f"MaxPool{d}d"):
+            return f"max_pool{d}d", {"kernel_size": mod.kernel_size, "stride": mod.stride,
+                                     "padding": mod.padding, "dilation": mod.dilation,
+                                     "ceil_mode": mod.ceil_mode,
+                                     "return_indices": mod.return_indices}
+        if type(mod) is getattr(nn, f"AvgPool{d}d"):
+            return f"avg_pool{d}d", {"kernel_size": mod.kernel_size, "stride": mod.stride,
+                                     "padding": mod.padding, "ceil_mode": mod.ceil_mode,
+                                     "count_include_pad": mod.count_include_pad,
+                                     "divisor_override": getattr(mod, "divisor_override", None)}
+        for k in ("Avg", "Max"):
+            if type(mod) is getattr(nn, f"Adaptive{k}Pool{d}d"):
+                return f"adaptive_{k.lower()}_pool{d}d", {
+                    "output_size": mod.output_size,
+                    "return_indices": getattr(mod, "return_indices", False)}
     losses = {nn.SmoothL1Loss: ("smooth_l1_loss", ("reduction", "beta")),
               nn.HuberLoss: ("huber_loss", ("reduction", "delta")),
               nn.MSELoss: ("mse_loss", ("reduction",)), nn.L1Loss: ("l1_loss", ("reduction",)),
@@ -279,6 +307,7 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
     if n.op == "call_module":
         mod = gm.get_submodule(str(n.target))
         op, consts = _module_call(mod)
+        consts = {k: v if isinstance(v, dict) else _jsonable(v) for k, v in consts.items()}
         for v in consts.values():
             if isinstance(v, dict) and "path" in v:
                 v["path"] = f"{n.target}.{v['path']}"

@@ -35,8 +35,9 @@ from cutegen.codegen.families.matcher import (
     trailing_dims,
 )
 from cutegen.codegen.families.norms import norm_plan
-from cutegen.codegen.families.ops import ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.ops import POOL_OPS, ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
+from cutegen.codegen.families.pooling import pool_plan
 from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
 from cutegen.codegen.tasks import Task
 from cutegen.errors import TaskError
@@ -63,7 +64,7 @@ def _match(cap: Captured) -> Plan:
     calls = {i for i in live if m.node(i).kind == "call"}
     if gemm_ids(m, calls):
         return gemm_plan(m, calls, out)
-    anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS
+    anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS | POOL_OPS
                      and not (m.node(i).op in ("max", "min") and "other" in m.node(i).tensors))
     if len(anchors) > 1:
         names = ", ".join(m.node(i).op for i in anchors)
@@ -130,6 +131,8 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
         return reduction_plan(m, calls, out, a, op, result, absorbed)
     if op in ("group_norm", "instance_norm", "batch_norm"):
         return norm_plan(m, calls, out, a)
+    if op in POOL_OPS:
+        return pool_plan(m, calls, out, a)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
     family, out_shape, k = _anchor_params(m, a, op, x, frame, params)

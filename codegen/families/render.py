@@ -21,6 +21,7 @@ from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_a
 from cutegen.codegen.families.reductions import SPLITTABLE
 from cutegen.codegen.families.render_maps import reduce_map_parts
 from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
+from cutegen.codegen.families.render_pool import POOL_KNOBS, pool_parts
 from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
 from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
@@ -54,6 +55,11 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family == "pool":
+        values, choices = (dict(d) for d in POOL_KNOBS)
+        if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
+            values["fast_math"], choices["fast_math"] = False, [False, True]
+        return values, choices
     if plan.family in ("strided", "batchnorm", "reduce_map"):
         values, choices = (strided_knobs(plan) if plan.family == "strided"
                            else batchnorm_knobs(_ROW_KNOBS, _PW_KNOBS))
@@ -149,6 +155,8 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
         funcs, body, fwd = batchnorm_parts(plan)
     elif plan.family == "reduce_map":
         funcs, body, fwd = reduce_map_parts(plan)
+    elif plan.family == "pool":
+        funcs, body, fwd = pool_parts(plan)
     elif fused:
         funcs, body, fwd = _fused_parts(plan)
     else:

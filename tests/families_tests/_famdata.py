@@ -78,6 +78,14 @@ BUNDLED_REDUCE = {
     "kl_div_bf16": ("row", "mean", "log, log, sub, mul, eq, where", "-"),
     "selu_bf16": ("pointwise", "pointwise", "selu", "-"),
     "masked_scale_fp32": ("pointwise", "pointwise", "where, mul", "-"),
+    "max_pool2d_fp32": ("pool", "max_pool", "-", "-"),
+    "max_pool2d_dilated_bf16": ("pool", "max_pool", "-", "-"),
+    "avg_pool2d_fp32": ("pool", "avg_pool", "-", "-"),
+    "avg_pool1d_fp32": ("pool", "avg_pool", "-", "-"),
+    "max_pool1d_bf16": ("pool", "max_pool", "-", "-"),
+    "max_pool3d_fp32": ("pool", "max_pool", "-", "-"),
+    "avg_pool3d_bf16": ("pool", "avg_pool", "-", "-"),
+    "global_avg_pool_bf16": ("row", "mean", "-", "-"),
 }
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).

@@ -38,6 +38,13 @@ REDUCE_EXTRA = {
     "huber_module_fp32": ("row", "mean", "sub, abs, square, mul, sub, mul, lt, where", "-",
                           {"layout": "all"}),
     "mse_l1_sum_fp32": ("row", "sum", "sub, abs, sub, square", "-", {"layout": "all"}),
+    "max_pool2d_fused_fp32": ("pool", "max_pool", "mul", "relu",
+                              {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+                               "dilation": (2, 2), "ceil_mode": True}),
+    "avg_pool3d_ceil_bf16": ("pool", "avg_pool", "-", "-",
+                             {"count_include_pad": False, "ceil_mode": True, "spatial": 3}),
+    "avg_pool1d_pad_fp32": ("pool", "avg_pool", "-", "-",
+                            {"count_include_pad": True, "stride": (1,), "padding": (2,)}),
 }
 
 
