@@ -23,6 +23,10 @@
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_reduce.py)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
+#   gemm19         issue 19's GEMM cases (tril / triu, einsum, ops after logsumexp):
+#                  correctness and times with baselines (test_gemm19.py)              ~5
+#   llm-uncovered  a task no family covers: the built-in refusal, then a mixed search against
+#                  the scripted loopback server (llm_uncovered_demo.py; openai in /tmp/site) ~4
 #   llm-demo       the scripted loopback LLM session (benchmarks/llm_demo.py) on the GPU,
 #                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
@@ -116,6 +120,17 @@ for s in "$@"; do
     reduce-bench3)
       step reduce_bench3 560 $py benchmarks/bench_reduce.py --calibrate --runs 50 \
         --only pool --out "$out/bench_reduce3" ;;
+    gemm19)
+      step gemm19 560 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
+        -p no:cacheprovider ;;
+    llm-uncovered)
+      if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
+        echo "llm-uncovered: openai / pydantic are not in /tmp/site (install their wheels there first)" \
+          | tee -a "$out/steps.log"
+      else
+        PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_uncovered 560 $py \
+          benchmarks/llm_uncovered_demo.py --out "$out/llm_uncovered"
+      fi ;;
     llm-demo)
       if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
         echo "llm-demo: openai / pydantic are not in /tmp/site (install their wheels there first)" \

@@ -192,9 +192,23 @@ def _reduction(m: Matcher, calls: set[int], out: Node, g: Node, absorbed: set[in
                                   "values (amax) are covered", "argmax")
         op, result = "amax", uses[0]
         absorbed.add(result)
-    if result != out.id:
-        raise NotCoveredError(f"pointwise ops after the {op} of a matrix product: the gemm family "
-                              "ends with the reduction", op)
+    if result != out.id:  # pointwise ops after the reduction: on each row's value
+        post_ids: set[int] = set()
+        todo = [out.id]
+        while todo:
+            i = todo.pop()
+            if i in post_ids or i == result or m.node(i).kind != "call":
+                continue
+            post_ids.add(i)
+            todo.extend(m.node(i).tensors.values())
+        nd = len(g.shape)
+        post = m.chain(post_ids, out.id, (1,) * nd, 1, {result: "%y"})
+        bad = [m.leaves[n] for n in post.leaves() if m.leaves[n].kind != "value"]
+        if bad:
+            raise NotCoveredError(f"{bad[0].ref} is applied to the {op} of a matrix product: only "
+                                  "numbers can follow the reduction", "broadcast")
+        params["post"] = post
+        absorbed |= post_ids
     if r.consts.get("dtype") is not None:
         raise NotCoveredError(f"{_name(r)} with dtype={r.consts['dtype']!r}", op)
     nd = len(g.shape)
@@ -265,6 +279,16 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
                                  "a_major": "m" if a_flips % 2 else "k",
                                  "b_major": "k" if b_flips % 2 else "n", "batched": batched,
                                  "reduce": "", "reduce_keepdim": False}
+    tri_ops = [i for i in calls if m.node(i).op in ("tril", "triu")]
+    if tri_ops:
+        t = m.node(tri_ops[0])
+        diag = t.consts.get("diagonal", 0)
+        if t.id != out.id or len(tri_ops) > 1 or not isinstance(diag, int):
+            raise NotCoveredError(f"{_name(t)} inside the epilogue of a matrix product: the gemm "
+                                  "family applies torch.tril / triu to its result", t.op)
+        params["tri"] = ("lower" if t.op == "tril" else "upper", int(diag))
+        absorbed.add(t.id)
+        out = m.node(t.tensors["input"])
     result, out_shape = _reduction(m, calls, out, g, absorbed, params)
     epi_ids = calls - absorbed
     for i in sorted(epi_ids):
@@ -296,6 +320,12 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
         desc += f"; epilogue: {epilogue.describe()}"
     if params["reduce"]:
         desc += f"; then {params['reduce']} over N"
+    if params.get("post") is not None:
+        desc += f", then {params['post'].describe()}"
+    if params.get("tri"):
+        kind, diag = params["tri"]
+        desc += (f"; torch.{'tril' if kind == 'lower' else 'triu'} of the result"
+                 + (f" (diagonal {diag})" if diag else ""))
     return Plan("gemm", "matmul", tuple(m.leaves.values()), a_leaf, Chain((), "@" + a_leaf),
                 epilogue, tuple(sorted(params.items())), out.dtype, out_shape, m.cap.forward_args,
                 desc)

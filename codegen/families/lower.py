@@ -13,7 +13,10 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
   the batch size, read at run time), and their modules: the elementwise loss as pointwise
   ops, then a mean / sum over every element (reduction "none": no reduction);
 * adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
-  dims, keepdim.
+  dims, keepdim;
+* ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
+  "bij,bkj->bik", "ki,kj->ij" ...): a ``matmul`` of the operands, each transposed as its
+  letters say.
 
 The rewritten graph keeps node ids in topological order (every node is renumbered), so a
 chain built from it is in evaluation order. A composite op with arguments outside these
@@ -236,11 +239,47 @@ def _lower_adaptive(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
                   {"dim": dims, "keepdim": True}, n)
 
 
+def _lower_einsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A two-operand einsum that is a (batched) matrix product (see the module docstring)."""
+    eq = n.consts.get("equation")
+    if not isinstance(eq, str) or set(n.tensors) != {"a", "b"} or "->" not in eq:
+        return None
+    lhs, out = eq.replace(" ", "").split("->")
+    if lhs.count(",") != 1 or "." in eq:
+        return None
+    s1, s2 = lhs.split(",")
+    if not (len(s1) == len(s2) == len(out) and len(out) in (2, 3)):
+        return None
+    if len(out) == 3 and not (s1[0] == s2[0] == out[0]):
+        return None  # one leading batch dim, the same in all three
+    a2, b2, (i, j) = s1[-2:], s2[-2:], out[-2:]
+    ks = set(a2) & set(b2)
+    if len(ks) != 1 or len(set(a2)) != 2 or len(set(b2)) != 2:
+        return None
+    k = ks.pop()
+    if sorted(a2) != sorted(i + k) or sorted(b2) != sorted(k + j) or k in out:
+        return None
+    x, y = b.new_id[n.tensors["a"]], b.new_id[n.tensors["b"]]
+
+    def transposed(t: int) -> int:
+        src = b.nodes[t]
+        shape = (*src.shape[:-2], src.shape[-1], src.shape[-2])
+        return b.call("transpose", f"{n.target} ({eq})", {"input": t}, {"dims": [-2, -1]},
+                      src, shape)
+
+    if a2 != i + k:
+        x = transposed(x)
+    if b2 != k + j:
+        y = transposed(y)
+    return b.call("matmul", f"{n.target} ({eq})", {"input": x, "other": y}, {}, n)
+
+
 _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,
-          **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)}}
+          **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
+          "einsum": _lower_einsum}
 
 
 def lower(cap: Captured) -> Captured:

@@ -25,6 +25,7 @@ TASKS = HERE / "tasks"
 NEGATIVE = HERE / "negative"
 GEMM_TASKS = HERE / "gemm_tasks"
 REDUCE_TASKS = HERE / "reduce_tasks"
+GEMM19_TASKS = HERE / "gemm19_tasks"
 
 #: Bundled tasks a family covers: name -> (family, op).
 BUNDLED_COVERED = {
@@ -87,13 +88,21 @@ BUNDLED_REDUCE = {
     "avg_pool3d_bf16": ("pool", "avg_pool", "-", "-"),
     "global_avg_pool_bf16": ("row", "mean", "-", "-"),
 }
+#: Bundled GEMM tasks of issue 19 (tril / triu of the product, einsum, ops after the row
+#: reduction): name -> the description's distinctive part.
+BUNDLED_GEMM19 = {
+    "tril_matmul_bf16": "torch.tril of the result",
+    "triu_matmul_fp32": "torch.triu of the result",
+    "einsum_bmm_bf16": "einsum (bij,bjk->bik)",
+    "gemm_lse_mish_bf16": "then logsumexp over N, then mish",
+}
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
-    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS):
+    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS, GEMM19_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():
             return p

@@ -58,6 +58,8 @@ EXTRA = {
                          "matrix", {}),  # three swaps of w: read as stored [N, K]
     "rec_permute_bt_bf16": ({**_LIN, **_BF, "a": "a", "b": "b"}, "add", "matrix",
                             {"bias": "col"}),
+    "rec_mean_then_scale_fp32": ({**_MM, **_F32, "a": "a", "b": "b", "reduce": "mean"}, "-",
+                                 "rows", {}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).
 NEGATIVE = {
@@ -72,7 +74,6 @@ NEGATIVE = {
     "rec_neg_batch_transpose": ("transpose", ["dims [0, 1]", "last two dims"]),
     "rec_neg_matvec": ("torch.matmul", ["matrix-vector"]),
     "rec_neg_reduce_dim0": ("sum", ["dim 0", "last dimension"]),
-    "rec_neg_after_reduce": ("mean", ["after the mean"]),
     "rec_neg_argmax": ("argmax", ["torch.argmax"]),
     "rec_neg_operand_reused": ("transpose", ["Tensor.t", "used both"]),
 }

@@ -1,4 +1,4 @@
-"""A pointwise op after the reduction over N."""
+"""A pointwise op after the reduction over N (applied to each row's value)."""
 import torch
 import torch.nn as nn
 
