@@ -71,7 +71,7 @@ def norm_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     frame, nd = tuple(x.shape), len(x.shape)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
-    if nd < 3 and op != "batch_norm" or nd < 2:
+    if nd < 3 and op == "instance_norm" or nd < 2:
         raise NotCoveredError(f"{a.target} of a {nd}-d tensor (batched (N, C, ...) inputs)", op)
     c = a.consts
     eps = c.get("eps", 1e-5)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
+from cutegen.codegen.families.chains import anchors_of, chain_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
 from cutegen.codegen.families.matcher import (
@@ -61,7 +62,29 @@ def _match(cap: Captured) -> Plan:
         raise NotCoveredError("Model.forward does not return a single tensor")
     live = m.ancestors(out.id)
     _unknown(m, live)
-    calls = {i for i in live if m.node(i).kind == "call"}
+    n_anchors = len(anchors_of(m, out.id))
+    try:
+        return _match_one(m, out)
+    except NotCoveredError as e:
+        if n_anchors < 2:
+            raise
+        first = e  # one fused kernel cannot do it: one kernel per anchor, in a chain
+    try:
+        return chain_plan(cap, _match_stage)
+    except NotCoveredError as e:
+        raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
+
+
+def _match_stage(cap: Captured) -> Plan:
+    """One stage of a chain (a forward with one anchor, already lowered)."""
+    m = Matcher(cap)
+    out = m.node(cap.output)
+    return _match_one(m, out)
+
+
+def _match_one(m: Matcher, out: Node) -> Plan:
+    """The plan of a forward computed by one family kernel."""
+    calls = {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}
     if gemm_ids(m, calls):
         return gemm_plan(m, calls, out)
     anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS | POOL_OPS

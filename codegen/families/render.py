@@ -14,11 +14,12 @@ from __future__ import annotations
 import textwrap
 from dataclasses import replace
 
-from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
+from cutegen.codegen.families.gemm import gemm_knobs, gemm_parts, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.reductions import SPLITTABLE
+from cutegen.codegen.families.render_chain import chain_knobs, chain_parts
 from cutegen.codegen.families.render_maps import reduce_map_parts
 from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
 from cutegen.codegen.families.render_pool import POOL_KNOBS, pool_parts
@@ -55,6 +56,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family == "chain":
+        return chain_knobs(plan)
     if plan.family == "pool":
         values, choices = (dict(d) for d in POOL_KNOBS)
         if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
@@ -147,20 +150,10 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     }, {})
     parts = [head, "\n" + (tm.constants + "\n\n" if tm.constants else "\n") + tm.class_source,
              VPOW]
-    if plan.family == "pointwise":
-        funcs, body, fwd = _pointwise_parts(plan)
-    elif plan.family == "strided":
-        funcs, body, fwd = strided_parts(plan)
-    elif plan.family == "batchnorm":
-        funcs, body, fwd = batchnorm_parts(plan)
-    elif plan.family == "reduce_map":
-        funcs, body, fwd = reduce_map_parts(plan)
-    elif plan.family == "pool":
-        funcs, body, fwd = pool_parts(plan)
-    elif fused:
-        funcs, body, fwd = _fused_parts(plan)
+    if plan.family == "chain":
+        funcs, body, fwd = chain_parts(plan, values)
     else:
-        funcs, body, fwd = _split_parts(plan)
+        funcs, body, fwd = family_parts(plan, fused)
     parts += funcs + body
     args = ", ".join(plan.forward_args)
     parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
@@ -168,20 +161,42 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
-def _family_body(plan: Plan) -> str:
+def family_parts(plan: Plan, fused: bool = True) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body ending in ``return out``) of a
+    one-family plan (``gemm`` included, at its default precision)."""
+    if plan.family == "gemm":
+        return gemm_parts(plan, gemm_knobs(plan)[0]["precision"])
+    if plan.family == "pointwise":
+        return _pointwise_parts(plan)
+    if plan.family == "strided":
+        return strided_parts(plan)
+    if plan.family == "batchnorm":
+        return batchnorm_parts(plan)
+    if plan.family == "reduce_map":
+        return reduce_map_parts(plan)
+    if plan.family == "pool":
+        return pool_parts(plan)
+    if fused or not can_split(plan):
+        return _fused_parts(plan)
+    return _split_parts(plan)
+
+
+def _family_body(plan: Plan) -> list[str]:
+    """The kernel source parts of a row / scan plan, one per template (so a file with several
+    kernels includes each template once)."""
     op = plan.op
     if plan.family == "scan":
         variant = ", ".join(k for k in ("reverse", "exclusive") if plan.param(k))
-        return render_template("scan", {"OP_TITLE": _TITLES[op],
-                                        "SCAN_VARIANT": f" ({variant})" if variant else ""},
-                               {"OP": op})
+        return [render_template("scan", {"OP_TITLE": _TITLES[op],
+                                         "SCAN_VARIANT": f" ({variant})" if variant else ""},
+                                {"OP": op})]
     spec = row_op(op)
     parts = ["row", *spec.parts]
     if op == "cross_entropy" and plan.param("reduction", "mean") != "none":
         parts.append("row_loss")
     if uses_row_reduce(plan):
         parts.append("row_reduce")
-    return "\n\n\n".join(render_template(name, {}, {}).strip("\n") for name in parts)
+    return [render_template(name, {}, {}).strip("\n") for name in parts]
 
 
 class _Src(str):
@@ -282,7 +297,7 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
 def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     _, view = _out_view(plan)
     funcs, launch = _family_launch(plan, "main.view(n_rows, n_cols)", view)
-    return funcs, [_family_body(plan)], "\n".join(_frame_lines(plan) + launch + ["return out"])
+    return funcs, _family_body(plan), "\n".join(_frame_lines(plan) + launch + ["return out"])
 
 
 def _pointwise_parts(plan: Plan) -> tuple[list[str], list[str], str]:
@@ -329,5 +344,5 @@ def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                                     doc="The epilogue, as a kernel of its own."))
         lines.append(f"_pw_launch(_post, {post.args()}, {view})")
     lines.append("return out")
-    body = [render_template("pointwise", {"PW": "pw_"}, {}), _family_body(plan)]
+    body = [render_template("pointwise", {"PW": "pw_"}, {}), *_family_body(plan)]
     return funcs, body, "\n".join(lines)

@@ -95,6 +95,9 @@ BUNDLED_GEMM19 = {
     "triu_matmul_fp32": "torch.triu of the result",
     "einsum_bmm_bf16": "einsum (bij,bjk->bik)",
     "gemm_lse_mish_bf16": "then logsumexp over N, then mish",
+    "gemm_bn_gelu_gn_mean_relu_fp32": "chain of 4 kernels",
+    "gemm_gn_swish_bf16": "chain of 3 kernels",
+    "rmsnorm_linear_gelu_bf16": "chain of 2 kernels",
 }
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).

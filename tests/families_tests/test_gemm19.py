@@ -1,8 +1,9 @@
 """Issue 19's additions to the gemm family: torch.tril / triu of the product (the output tiles
-they zero skip the main loop), einsum forms that are a (batched) matrix product, and
-pointwise ops after the row reduction (logsumexp, then Mish). Recognition on every task,
-compile for sm_90a on the CPU (HGMMA, no local memory) on the small tasks' main shapes, and
-the GPU check (``pytest -m gpu -k gemm19``)."""
+they zero skip the main loop), einsum forms that are a (batched) matrix product, pointwise
+ops after the row reduction (logsumexp, then Mish), and chains of family kernels (a GEMM,
+then norms, pooling or reductions of what it wrote; or a norm, then the GEMM). Recognition
+on every task, compile for sm_90a on the CPU (HGMMA, no local memory) on the small tasks'
+main shapes, and the GPU check (``pytest -m gpu -k gemm19``)."""
 
 import json
 from functools import cache
@@ -21,7 +22,19 @@ SMALL = {
     "einsum_at_b_fp16": ({"batched": False, "a_major": "m", "b_major": "n"}, "-", None),
     "linear_lse_mish_bf16": ({"reduce": "logsumexp", "reduce_keepdim": True}, "add", "mish, mul"),
 }
-NAMES = sorted(SMALL)
+#: Small chain tasks: name -> each kernel's family and op.
+CHAINS = {
+    "chain_bn_gn_mean_fp32": [("gemm", "matmul"), ("batchnorm", "batch_norm"),
+                              ("row", "group_norm"), ("row", "mean")],
+    "chain_layernorm_linear_bf16": [("row", "layer_norm"), ("gemm", "matmul"),
+                                    ("row", "softmax")],
+    "chain_matmul_softmax_fp32": [("gemm", "matmul"), ("row", "softmax")],
+    "chain_qk_softmax_fp32": [("gemm", "matmul"), ("row", "softmax")],
+    "chain_mlp_fp32": [("gemm", "matmul"), ("gemm", "matmul")],
+    "chain_mm_sum_dim0_fp32": [("gemm", "matmul"), ("strided", "sum")],
+    "chain_mm_argmax_fp32": [("gemm", "matmul"), ("row", "argmax")],
+}
+NAMES = sorted(SMALL) + sorted(CHAINS)
 
 
 def _plan(name: str):
@@ -29,16 +42,38 @@ def _plan(name: str):
 
 
 def test_every_small_task_is_listed():
-    assert NAMES == sorted(p.stem for p in fd.GEMM19_TASKS.glob("*.py"))
+    assert sorted(NAMES) == sorted(p.stem for p in fd.GEMM19_TASKS.glob("*.py"))
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_stages(name):
+    plan = _plan(name)
+    assert plan.family == "chain", plan.description
+    assert [(st.family, st.op) for st in plan.param("stages")] == CHAINS[name]
+
+
+def test_a_tail_the_norm_cannot_fuse_is_a_kernel_of_its_own():
+    """Group norm's kernel reads full and single-value operands only: the per-channel scale
+    after it runs in a pointwise kernel of its own."""
+    plan = _plan("gemm_gn_swish_bf16")
+    assert [st.family for st in plan.param("stages")] == ["gemm", "row", "pointwise"]
+
+
+def test_chain_renders_one_file_with_renamed_stages():
+    code = _rendered("chain_bn_gn_mean_fp32")
+    for j in range(3):
+        assert f"_stage{j} = _run_stage{j}(x)" in code
+    assert "_k0_epilogue" in code and "_k1_normalise" in code and "_k3_epilogue" in code
+    assert code.count("class RowKernel:") == 1 and code.count("class GemmKernel:") == 1
 
 
 @pytest.mark.parametrize("name", sorted(fd.BUNDLED_GEMM19))
 def test_bundled_task_is_recognised(name):
     plan = _plan(name)
-    assert plan.family == "gemm" and fd.BUNDLED_GEMM19[name] in plan.description
+    assert plan.family in ("gemm", "chain") and fd.BUNDLED_GEMM19[name] in plan.description
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", sorted(SMALL))
 def test_small_task_plan(name):
     params, epi, post = SMALL[name]
     plan = _plan(name)

@@ -33,7 +33,6 @@ NEGATIVE = {
     "two_reductions": ["sum", "amax"],
     "outer_add": ["broadcast"],
     "data_dependent": ["torch.fx", "control flow"],
-    "matmul_softmax": ["softmax", "matrix product"],
     "sum_three_runs": ["dims [0, 2, 4]", "three or more separate runs"],
     "var_all": ["var", "one pass"],
     "sum_broadcast_columns": ["keepdim=True"],

@@ -1,4 +1,4 @@
-"""The argmax over N of a matmul."""
+"""The argmax over N of a matmul: the GEMM, then the row family's argmax."""
 import torch
 import torch.nn as nn
 

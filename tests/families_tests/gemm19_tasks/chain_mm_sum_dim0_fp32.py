@@ -1,4 +1,4 @@
-"""A sum over M of a matmul."""
+"""A sum over M of a matmul: the GEMM, then the strided family's column sum."""
 import torch
 import torch.nn as nn
 
