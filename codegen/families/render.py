@@ -101,7 +101,10 @@ def uses_row_reduce(plan: Plan) -> bool:
 
 
 def can_split(plan: Plan) -> bool:
-    """Whether the plan has pointwise work that can run as kernels of its own."""
+    """Whether the plan has pointwise work that can run as kernels of its own (the row and
+    scan families' prologues and epilogues; the other families always fuse theirs)."""
+    if plan.family not in ("row", "scan") or plan.op == "group_norm":
+        return False
     if not plan.has_pointwise or plan.out_shape != "same" or plan.param("map"):
         return False
     return not any("%in" in n.args for n in plan.epilogue.nodes) and plan.epilogue.result != "%in"

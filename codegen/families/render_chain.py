@@ -21,7 +21,7 @@ _DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
 
 def chain_knobs(plan: Plan) -> tuple[dict, dict]:
-    """The union of the stages' TUNABLES and TUNABLE_CHOICES (a strategy knob included)."""
+    """The union of the stages' TUNABLES and TUNABLE_CHOICES."""
     from cutegen.codegen.families.render import knobs
 
     values: dict = {}
@@ -31,8 +31,6 @@ def chain_knobs(plan: Plan) -> tuple[dict, dict]:
         for k in v:
             values.setdefault(k, v[k])
             choices.setdefault(k, c[k])
-    if "strategy" not in values:
-        values["strategy"], choices["strategy"] = "auto", ["auto"]
     return values, choices
 
 

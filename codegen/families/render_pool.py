@@ -11,9 +11,8 @@ from cutegen.codegen.families.template import render_template
 
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
-#: The pool kernel's knobs: threads per CTA (one output element each).
-POOL_KNOBS = ({"strategy": "auto", "threads": 256},
-              {"strategy": ["auto"], "threads": [128, 256, 512]})
+#: The pool kernel's knobs: threads per CTA (one output element each); one strategy only.
+POOL_KNOBS = ({"threads": 256}, {"threads": [128, 256, 512]})
 
 
 def _wrapped(lf: Leaf) -> str:

@@ -144,6 +144,8 @@ def variants(name: str) -> list[tuple[str, bool]]:
 
     plan = plan_of(name)
     values, choices = knobs(plan)
+    if "strategy" not in choices:  # one way only (the pool family)
+        return [("default", True)]
     out = [(s, True) for s in choices["strategy"]]
     if can_split(plan):
         out.append((values["strategy"], False))
@@ -163,7 +165,7 @@ def rendered(name: str, strategy: str | None = None, fused: bool = True,
     from cutegen.codegen.families.render import render
 
     tun = dict(extra)
-    if strategy is not None:
+    if strategy is not None and strategy != "default":
         tun["strategy"] = strategy
     return render(plan_of(name), task_path(name).read_text(), tunables=tun, fused=fused)
 
