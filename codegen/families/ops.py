@@ -21,13 +21,13 @@ from typing import Any
 #: Ops that reduce or normalise along a dimension (the row family).
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
                      "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-                     "group_norm", "instance_norm", "batch_norm"})
+                     "prod", "group_norm", "instance_norm", "batch_norm"})
 #: Pooling windows over the spatial dims of (N, C, *spatial) (the pool family).
 POOL_OPS = frozenset({f"{kind}_pool{d}d" for kind in ("max", "avg") for d in (1, 2, 3)})
 #: Reductions over any dims (``norm`` / ``vector_norm`` / ``normalize`` are lowered to these by
 #: :mod:`~cutegen.codegen.families.lower` first).
 REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var",
-                        "std"})
+                        "std", "prod"})
 #: Ops that only change a tensor's shape (a view of the same values in the same order).
 VIEW_OPS = frozenset({"view"})
 #: Scans along a dimension (the scan family).
@@ -55,6 +55,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "cross_entropy": ("input", "target", "weight", "size_average", "ignore_index", "reduce",
                       "reduction", "label_smoothing"),
     "sum": ("input", "dim", "keepdim", "dtype"), "mean": ("input", "dim", "keepdim", "dtype"),
+    "prod": ("input", "dim", "keepdim", "dtype"),
     "amax": ("input", "dim", "keepdim"), "amin": ("input", "dim", "keepdim"),
     "max": ("input", "dim", "keepdim"), "min": ("input", "dim", "keepdim"),
     "argmax": ("input", "dim", "keepdim"), "argmin": ("input", "dim", "keepdim"),
@@ -161,7 +162,8 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
                  "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", "var", "std",
-                 "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less", "greater_equal",
+                 "prod", "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less",
+                 "greater_equal",
                  "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:

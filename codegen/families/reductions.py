@@ -1,4 +1,4 @@
-"""Recognition of reductions over any dims (sum, mean, amax, amin, argmax, argmin, var, std,
+"""Recognition of reductions over any dims (sum, mean, prod, amax, amin, argmax, argmin, var, std,
 and the norms lowered to them), alone or mapped back over the values they reduce.
 
 **Layout.** The reduced dims of x (shape S, nd dims) split its dims into runs of kept (K)
@@ -36,10 +36,10 @@ from cutegen.codegen.families.ops import VIEW_OPS
 from cutegen.codegen.families.plan import Plan
 
 #: The reductions this module plans (after max / min with a dim become amax / argmax ...).
-REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "prod"})
 #: Reductions computed in two passes when a row is cut into pieces (their partial statistic
 #: is one fp32 value, merged by the same op).
-SPLITTABLE = frozenset({"sum", "mean", "amax", "amin"})
+SPLITTABLE = frozenset({"sum", "mean", "amax", "amin", "prod"})
 
 
 def reduced_dims(dim: object, nd: int) -> tuple[int, ...]:

@@ -59,6 +59,7 @@ ROW_OPS: dict[str, RowOp] = {
     "amin": RowOp("ExtremeRow", ("row_extreme",), opts=lambda p: (("largest", False),)),
     "argmax": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", True),)),
     "argmin": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", False),)),
+    "prod": RowOp("ProdRow", ("row_prod",)),
     "group_norm": RowOp("GroupNormRow", ("row_welford", "row_group_norm"), writes_row=True),
     "var": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(False)),
     "std": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(True)),
@@ -73,6 +74,7 @@ STRIDED_OPS: dict[str, RowOp] = {
     "amin": RowOp("ExtremeStrided", ("strided_extreme",), opts=lambda p: (("largest", False),)),
     "argmax": RowOp("ArgStrided", ("strided_arg",), opts=lambda p: (("largest", True),)),
     "argmin": RowOp("ArgStrided", ("strided_arg",), opts=lambda p: (("largest", False),)),
+    "prod": RowOp("ProdStrided", ("strided_prod",)),
     "var": RowOp("VarStrided", ("strided_var",), opts=_var(False)),
     "std": RowOp("VarStrided", ("strided_var",), opts=_var(True)),
 }

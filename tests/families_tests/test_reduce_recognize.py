@@ -38,6 +38,8 @@ REDUCE_EXTRA = {
     "huber_module_fp32": ("row", "mean", "sub, abs, square, mul, sub, mul, lt, where", "-",
                           {"layout": "all"}),
     "mse_l1_sum_fp32": ("row", "sum", "sub, abs, sub, square", "-", {"layout": "all"}),
+    "prod_dim1_fp32": ("strided", "prod", "mul, add", "-", {"dims": (1,)}),
+    "prod_rows_bf16": ("row", "prod", "mul, add", "-", {"layout": "inner"}),
     "max_pool2d_fused_fp32": ("pool", "max_pool", "mul", "relu",
                               {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
                                "dilation": (2, 2), "ceil_mode": True}),
