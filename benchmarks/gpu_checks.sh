@@ -18,8 +18,9 @@
 #   bench-memory   cutegen bench memory (tierA + fp32, 25 tasks) with --jobs 2, two tasks at
 #                  a time, one per GPU (nvidia-h200-x2); 2-3 calls, each resuming    ~25
 #   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
-#   reduce-gpu     issue 19's GPU cases: reductions over any dims, norms, losses, masks
-#                  (every bundled task's default, every strategy of the small ones)  ~7
+#   reduce-gpu     issue 19's GPU cases, part 1: reductions over any dims, losses, masks
+#                  (every bundled task's default, every strategy of the small ones)  ~5
+#   reduce-gpu2    part 2: norms and pooling                                          ~5
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_reduce.py)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
@@ -105,10 +106,12 @@ for s in "$@"; do
       bench_suite tierA 0 &
       bench_suite fp32 1 &
       wait ;;
-    reduce-gpu)
-      step reduce_gpu 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
-        -n 4 -p no:cacheprovider -k r19
-      cp runs/families_gpu/summary*.jsonl "$out/" 2>/dev/null ;;
+    reduce-gpu|reduce-gpu2)
+      sel="r19 and not (pool or norm or batch or group or instance)"
+      [ "$s" = reduce-gpu2 ] && sel="r19 and (pool or norm or batch or group or instance)"
+      step "${s//-/_}" 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "$sel"
+      mkdir -p "$out/$s" && cp runs/families_gpu/summary*.jsonl "$out/$s/" 2>/dev/null ;;
     reduce-bench)
       step reduce_bench 560 $py benchmarks/bench_reduce.py --calibrate --runs 50 \
         --only sum_dim1,mean_dim1,amax_dim0,argmin_dim1,var_dim1,std_rows,sum_dims02,mean_all,hinge,rmsnorm_channels_fp32,rmsnorm_channels_bf16,l2norm \
