@@ -18,6 +18,18 @@
 #   bench-memory   cutegen bench memory (tierA + fp32, 25 tasks) with --jobs 2, two tasks at
 #                  a time, one per GPU (nvidia-h200-x2); 2-3 calls, each resuming    ~25
 #   pool           1 GPU vs 2 GPUs, the same search (issue 9; needs nvidia-h200-x2)   ~5
+#   reduce-gpu     issue 19's GPU cases, part 1: reductions over any dims, losses, masks
+#                  (every bundled task's default, every strategy of the small ones)  ~5
+#   reduce-gpu2    part 2: norms and pooling                                          ~5
+#   reduce-bench   issue 19's coverage table, first half of the tasks (bench_reduce.py)  ~8
+#   reduce-bench2  the second half                                                      ~8
+#   reduce-bench3  the pooling tasks                                                     ~6
+#   gemm19         issue 19's GEMM cases (tril / triu, einsum, ops after logsumexp):
+#                  correctness and times with baselines (test_gemm19.py)              ~5
+#   llm-uncovered  a task no family covers: the built-in refusal, then a mixed search against
+#                  the scripted loopback server (llm_uncovered_demo.py; openai in /tmp/site) ~4
+#   llm-demo       the scripted loopback LLM session (tools/llm_demo.py) on the GPU,
+#                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
 # resumes them (cutegen bench --resume) and rewrites the table over every task.
@@ -94,6 +106,41 @@ for s in "$@"; do
       bench_suite tierA 0 &
       bench_suite fp32 1 &
       wait ;;
+    reduce-gpu|reduce-gpu2)
+      sel="r19 and not (pool or norm or batch or group or instance)"
+      [ "$s" = reduce-gpu2 ] && sel="r19 and (pool or norm or batch or group or instance)"
+      step "${s//-/_}" 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "$sel"
+      mkdir -p "$out/$s" && cp runs/families_gpu/summary*.jsonl "$out/$s/" 2>/dev/null ;;
+    reduce-bench)
+      step reduce_bench 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+        --only sum_dim1,mean_dim1,amax_dim0,argmin_dim1,var_dim1,std_rows,sum_dims02,mean_all,hinge,rmsnorm_channels_fp32,rmsnorm_channels_bf16,l2norm \
+        --out "$out/bench_reduce1" ;;
+    reduce-bench2)
+      step reduce_bench2 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+        --only l1norm,normalize,group_norm,instance_norm,batch_norm_fp32,batch_norm_eval,frobenius,batch_center,smooth_l1,kl_div,selu,masked \
+        --out "$out/bench_reduce2" ;;
+    reduce-bench3)
+      step reduce_bench3 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+        --only pool --out "$out/bench_reduce3" ;;
+    gemm19)
+      step gemm19 560 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
+        -p no:cacheprovider ;;
+    llm-uncovered)
+      if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
+        echo "llm-uncovered: openai / pydantic are not in /tmp/site (install their wheels there first)" \
+          | tee -a "$out/steps.log"
+      else
+        PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_uncovered 560 $py \
+          tools/llm_uncovered_demo.py --out "$out/llm_uncovered"
+      fi ;;
+    llm-demo)
+      if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
+        echo "llm-demo: openai / pydantic are not in /tmp/site (install their wheels there first)" \
+          | tee -a "$out/steps.log"
+      else
+        PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_demo 560 $py tools/llm_demo.py
+      fi ;;
     pool)
       step pool 560 $py tools/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
         --only 0,2 --json "$out/pool.json" ;;

@@ -170,6 +170,9 @@ def capture_in_process(path: str | Path) -> Captured:
             forward_args.append(str(n.target))
             nodes.append(Node(i, "input", str(n.target), shape=shape, dtype=dtype))
         elif n.op == "get_attr":
+            if str(n.target).startswith("_tensor_constant") and isinstance(val, torch.Tensor) \
+                    and val.numel() == 1 and val.device.type != "meta":
+                plain = float(val.item())  # torch.tensor(self.c) in forward: fx's constant
             nodes.append(Node(i, "param", str(n.target), shape=shape, dtype=dtype, value=plain))
         elif n.op == "output":
             arg = n.args[0]

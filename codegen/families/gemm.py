@@ -164,16 +164,46 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     epi = "_epilogue" if has_epilogue else "None"
     a_kind = "a_k" if a_major == "k" else "a_m"
     b_kind = "b_k" if b_major == "k" else "b_n"
+    tri = plan.param("tri")
     lines.append(f"_gemm_launch(a, b, {a_kind!r}, {b_kind!r}, {batched}, {target}, "
                  f"TUNABLES['precision'], {epi}, [{', '.join(ops.vec)}], {tuple(ops.full)!r}, "
-                 f"[{', '.join(ops.rows)}], {tuple(ops.row_kinds)!r}, "
-                 f"[{', '.join(ops.scalars)}])")
+                 f"[{', '.join(ops.rows)}], {ops.kinds()}, "
+                 f"[{', '.join(ops.scalars)}]" + (f", tri={tuple(tri)!r})" if tri else ")"))
     if reduce:
         if reduce not in _REDUCES:
             raise ValueError(f"gemm: unknown reduce {reduce!r}")
-        lines.append(f"_row_reduce(res, out.view(n_rows), {reduce!r})")
+        post = plan.param("post")
+        extra = ""
+        if post is not None:
+            pops = Operands()
+            for name in post.leaves():
+                pops.add(plan.leaf(name), source(plan.leaf(name)))
+            extra = f", _post, [{', '.join(pops.scalars)}]"
+        lines.append(f"_row_reduce(res, out.view(n_rows), {reduce!r}{extra})")
     lines.append("return out")
     return "\n".join(lines)
+
+
+def gemm_parts(plan: Plan, precision: str) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a ``gemm`` plan."""
+    ops = Operands()
+    for name in plan.epilogue.leaves():
+        ops.add(plan.leaf(name), wrapped(plan.leaf(name), shape="mshape"))
+    has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
+    funcs: list[str] = []
+    if has_epilogue:
+        funcs.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                                    doc="The fused epilogue, applied to each fp32 accumulator "
+                                        "y (x is y too)."))
+    post = plan.param("post")
+    if post is not None:
+        pops = Operands()
+        for name in post.leaves():
+            pops.add(plan.leaf(name), source(plan.leaf(name)))
+        funcs.append(chain_function("_post", post, pops.access, epilogue=True,
+                                    doc="The ops after the row reduction, on each row's value."))
+    body = [render_template("gemm", {"PRECISION": repr(precision)}, {})]
+    return funcs, body, _forward(plan, ops, has_epilogue)
 
 
 def render_gemm(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
@@ -191,18 +221,10 @@ def render_gemm(plan: Plan, task_source: str, *, tunables: dict | None = None) -
         "DOC": _doc(plan, precision), "TASK_IMPORTS": tm.imports + "\n",
         "TUNABLES": repr(values), "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
     }, {})
-    ops = Operands()
-    for name in plan.epilogue.leaves():
-        ops.add(plan.leaf(name), wrapped(plan.leaf(name), shape="mshape"))
-    has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
-    body = render_template("gemm", {"PRECISION": repr(precision)}, {})
-    parts = [head, body, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
-             + tm.class_source, VPOW]
-    if has_epilogue:
-        parts.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
-                                    doc="The fused epilogue, applied to each fp32 accumulator "
-                                        "y (x is y too)."))
+    funcs, body, fwd = gemm_parts(plan, precision)
+    parts = [head, *body, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
+             + tm.class_source, VPOW, *funcs]
     args = ", ".join(plan.forward_args)
     parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
-                 + textwrap.indent(_forward(plan, ops, has_epilogue), " " * 8))
+                 + textwrap.indent(fwd, " " * 8))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"

@@ -169,8 +169,13 @@ def _reduction(m: Matcher, calls: set[int], out: Node, g: Node, absorbed: set[in
     if not anchors:
         return out.id, "matrix"
     r = m.node(anchors[0])
-    if len(anchors) > 1 or r.op not in GEMM_REDUCE_OPS:
-        bad = next((m.node(i) for i in anchors if m.node(i).op not in GEMM_REDUCE_OPS), r)
+    if len(anchors) > 1:
+        names = ", ".join(_name(m.node(i)) for i in anchors)
+        raise NotCoveredError(f"{len(anchors)} reductions or norms after a matrix product ({names}):"
+                              " the gemm family fuses one reduction over N after its epilogue",
+                              m.node(anchors[1]).op)
+    if r.op not in GEMM_REDUCE_OPS:
+        bad = r
         raise NotCoveredError(
             f"{_name(bad)} of a matrix product: the gemm family fuses pointwise ops and one sum / "
             "mean / amax / logsumexp over N after the product", bad.op)
@@ -187,9 +192,23 @@ def _reduction(m: Matcher, calls: set[int], out: Node, g: Node, absorbed: set[in
                                   "values (amax) are covered", "argmax")
         op, result = "amax", uses[0]
         absorbed.add(result)
-    if result != out.id:
-        raise NotCoveredError(f"pointwise ops after the {op} of a matrix product: the gemm family "
-                              "ends with the reduction", op)
+    if result != out.id:  # pointwise ops after the reduction: on each row's value
+        post_ids: set[int] = set()
+        todo = [out.id]
+        while todo:
+            i = todo.pop()
+            if i in post_ids or i == result or m.node(i).kind != "call":
+                continue
+            post_ids.add(i)
+            todo.extend(m.node(i).tensors.values())
+        nd = len(g.shape)
+        post = m.chain(post_ids, out.id, (1,) * nd, 1, {result: "%y"})
+        bad = [m.leaves[n] for n in post.leaves() if m.leaves[n].kind != "value"]
+        if bad:
+            raise NotCoveredError(f"{bad[0].ref} is applied to the {op} of a matrix product: only "
+                                  "numbers can follow the reduction", "broadcast")
+        params["post"] = post
+        absorbed |= post_ids
     if r.consts.get("dtype") is not None:
         raise NotCoveredError(f"{_name(r)} with dtype={r.consts['dtype']!r}", op)
     nd = len(g.shape)
@@ -260,6 +279,16 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
                                  "a_major": "m" if a_flips % 2 else "k",
                                  "b_major": "k" if b_flips % 2 else "n", "batched": batched,
                                  "reduce": "", "reduce_keepdim": False}
+    tri_ops = [i for i in calls if m.node(i).op in ("tril", "triu")]
+    if tri_ops:
+        t = m.node(tri_ops[0])
+        diag = t.consts.get("diagonal", 0)
+        if t.id != out.id or len(tri_ops) > 1 or not isinstance(diag, int):
+            raise NotCoveredError(f"{_name(t)} inside the epilogue of a matrix product: the gemm "
+                                  "family applies torch.tril / triu to its result", t.op)
+        params["tri"] = ("lower" if t.op == "tril" else "upper", int(diag))
+        absorbed.add(t.id)
+        out = m.node(t.tensors["input"])
     result, out_shape = _reduction(m, calls, out, g, absorbed, params)
     epi_ids = calls - absorbed
     for i in sorted(epi_ids):
@@ -274,6 +303,11 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
                          epilogue.result)
     if out.dtype not in FLOATS:
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
+    mapped = [lf for lf in m.leaves.values() if lf.kind == "rowmap"]
+    if mapped:
+        raise NotCoveredError(f"{mapped[0].ref} of shape {mapped[0].shape} broadcasts over some of "
+                              "the product's rows (the gemm epilogue reads per-row, per-column "
+                              "and full operands)", "broadcast")
     modes = precision_modes(a_node.dtype, m.cap.tolerance)
     params["precision_default"] = modes[-1]
     params["precision_modes"] = modes
@@ -286,6 +320,12 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
         desc += f"; epilogue: {epilogue.describe()}"
     if params["reduce"]:
         desc += f"; then {params['reduce']} over N"
+    if params.get("post") is not None:
+        desc += f", then {params['post'].describe()}"
+    if params.get("tri"):
+        kind, diag = params["tri"]
+        desc += (f"; torch.{'tril' if kind == 'lower' else 'triu'} of the result"
+                 + (f" (diagonal {diag})" if diag else ""))
     return Plan("gemm", "matmul", tuple(m.leaves.values()), a_leaf, Chain((), "@" + a_leaf),
                 epilogue, tuple(sorted(params.items())), out.dtype, out_shape, m.cap.forward_args,
                 desc)

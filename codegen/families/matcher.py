@@ -7,17 +7,20 @@ when something is outside what the families do (an op, a broadcast, a dtype).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node
-from cutegen.codegen.families.ops import POINTWISE_OPS
+from cutegen.codegen.families.ops import COMPARE_OPS, POINTWISE_OPS
 from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode
 
 FLOATS = ("float32", "bfloat16", "float16")
 #: RMSNorm's default eps: the epsilon of its compute type (fp32 for fp32, bf16 and fp16).
 OPMATH_EPS = 1.1920928955078125e-07
 _OP_PARAMS = ("approximate", "negative_slope", "alpha", "beta", "threshold", "min_val",
-              "max_val", "min", "max")
+              "max_val", "min", "max", "lambd")
+#: Dtypes a leaf may have: floats, and bool masks (read as 1.0 / 0.0).
+LEAF_DTYPES = (*FLOATS, "bool")
 
 
 class NotCoveredError(Exception):
@@ -43,7 +46,25 @@ def leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> str | N
         return "col"
     if lead == tuple(frame[: nd - k]) and all(d == 1 for d in trail):
         return "row"
+    if all(d == 1 for d in trail) and rowmap_run(shape, frame, k):
+        return "rowmap"
     return None
+
+
+def rowmap_run(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> tuple[int, int]:
+    """(first, last) of the run of row dims a per-channel / per-batch operand spans (it has
+    the frame's size on dims first .. last - 1 of the row dims and 1 on the others); (0, 0)
+    when it is not such an operand."""
+    nd = len(frame)
+    s = (1,) * (nd - len(shape)) + tuple(shape)
+    lead = nd - k
+    present = [d for d in range(lead) if s[d] == frame[d] and frame[d] != 1]
+    if not present or any(s[d] not in (1, frame[d]) for d in range(lead)):
+        return (0, 0)
+    first, last = min(present), max(present) + 1
+    if any(frame[d] != 1 and d not in present for d in range(first, last)):
+        return (0, 0)
+    return (first, last)
 
 
 def trailing_dims(dims: object, nd: int, what: str) -> int:
@@ -53,8 +74,8 @@ def trailing_dims(dims: object, nd: int, what: str) -> int:
     ds = dims if isinstance(dims, list) else [dims]
     norm = sorted({int(d) % max(nd, 1) for d in ds})
     if not norm or norm != list(range(nd - len(norm), nd)):
-        raise NotCoveredError(f"{what} over dim {dims} of a {nd}-d tensor: the built-in families "
-                          "work along the last dimension(s) only", what)
+        raise NotCoveredError(f"{what} over dim {dims} of a {nd}-d tensor: {what} is computed "
+                              "along the last dimension(s) only", what)
     return len(norm)
 
 
@@ -66,6 +87,9 @@ class Matcher:
         self.nodes = {n.id: n for n in cap.nodes}
         self.leaves: dict[str, Leaf] = {}
         self.leaf_of: dict[int, str] = {}
+        #: How a tensor leaf broadcasts against a frame: (shape, frame, k) -> kind or None
+        #: (families whose frame is not rows x trailing dims set their own).
+        self.classify: Callable[[tuple[int, ...], tuple[int, ...], int], str | None] = leaf_kind
 
     # -- graph walking -------------------------------------------------------------------
     def node(self, i: int) -> Node:
@@ -98,15 +122,39 @@ class Matcher:
 
     def _add_leaf(self, name: str, source: str, ref: str, shape: tuple[int, ...], dtype: str,
                   frame: tuple[int, ...], k: int, kind: str | None = None) -> str:
-        kind = kind or leaf_kind(tuple(shape), frame, k)
+        kind = kind or self.classify(tuple(shape), frame, k)
         if kind is None:
             raise NotCoveredError(f"{ref} of shape {tuple(shape)} does not broadcast against "
                               f"{tuple(frame)} as a full tensor, a per-column, a per-row vector "
                               "or a single value", "broadcast")
         if name in self.leaves and self.leaves[name].kind != kind:
             raise NotCoveredError(f"{ref} is used with two different broadcasts", "broadcast")
-        self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape))
+        rowmap: tuple[int, ...] = ()
+        if kind == "rowmap":
+            rowmap = (*rowmap_run(tuple(shape), frame, k), len(frame) - k)
+        self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape), rowmap)
         return name
+
+    def viewed_leaf(self, i: int) -> tuple[Node, tuple[int, ...]] | None:
+        """(the leaf, the shape it is read with) when node i is a view of a forward argument
+        or parameter that only adds or drops size-1 dims (``w.view(1, -1, 1, 1)``,
+        ``b.unsqueeze(0)``): the same values in the same order, broadcast by that shape."""
+        n = self.nodes[i]
+        if n.kind != "call" or n.op != "view" or "input" not in n.tensors:
+            return None
+        src = self.nodes[n.tensors["input"]]
+        while src.kind == "call" and src.op == "view" and "input" in src.tensors:
+            src = self.nodes[src.tensors["input"]]
+        if src.kind not in ("input", "param") or src.dtype not in FLOATS:
+            return None
+        if [d for d in src.shape if d != 1] != [d for d in n.shape if d != 1]:
+            return None
+        return src, tuple(n.shape)
+
+    def input_value(self, name: str) -> str:
+        """The reference of a number passed to ``forward`` (read at run time)."""
+        self.leaves[name] = Leaf(name, "input", name, "value")
+        return "@" + name
 
     def value_leaf(self, value: float) -> str:
         for attr, v in self.cap.scalar_attrs.items():
@@ -118,19 +166,31 @@ class Matcher:
 
     # -- chains --------------------------------------------------------------------------
     def chain(self, members: set[int], result: int, frame: tuple[int, ...], k: int,
-              special: dict[int, str], *, exact: bool = False) -> Chain:
+              special: dict[int, str], *, exact: bool = False,
+              passthrough: frozenset[int] = frozenset()) -> Chain:
         """The pointwise nodes ``members`` as a Chain whose value is node ``result``.
 
         ``exact``: round every op's result to its reference dtype (bf16 / fp16), as eager
-        does, for consumers that compare exactly (argmax / argmin pick an index)."""
+        does, for consumers that compare exactly (argmax / argmin pick an index).
+        ``passthrough``: view nodes checked by the caller (a reshape of a statistic that
+        broadcasts back over its row), emitted as identities whatever their shapes."""
         out: list[PwNode] = []
 
         def ref(i: int) -> str:
             if i in special:
                 return special[i]
             n = self.nodes[i]
+            viewed = self.viewed_leaf(i)
+            if viewed is not None and i not in passthrough:
+                src, shape = viewed
+                name = src.op if src.kind == "input" else "p_" + src.op.replace(".", "_")
+                return "@" + self._add_leaf(name, "input" if src.kind == "input" else "param",
+                                            src.op, shape, src.dtype, frame, k)
+            if n.kind == "param" and n.op.startswith("_tensor_constant") and isinstance(
+                    n.value, float):
+                return self.value_leaf(n.value)  # torch.tensor(self.c): the number itself
             if n.kind in ("input", "param"):
-                if n.dtype not in FLOATS:
+                if n.dtype not in LEAF_DTYPES:
                     raise NotCoveredError(f"{n.op} is a {n.dtype or 'non-tensor'} operand of a "
                                       "pointwise op (floating-point tensors only)", n.dtype)
                 return "@" + self.leaf(n, frame, k)
@@ -140,6 +200,11 @@ class Matcher:
             return f"%{i}"
 
         for i in sorted(members):
+            if i not in passthrough and self.viewed_leaf(i) is not None:
+                continue  # read as the leaf, with the view's shape (see ref)
+            if i in passthrough:
+                out.append(PwNode(i, "identity", (ref(self.nodes[i].tensors["input"]),)))
+                continue
             node = self.pointwise(self.nodes[i], ref)
             dt = self.nodes[i].dtype
             if exact and dt in ("bfloat16", "float16") and node.op != "cast":
@@ -156,17 +221,30 @@ class Matcher:
             if name in t:
                 return ref(t[name])
             v = c.get(name)
+            if isinstance(v, dict) and "input" in v:  # a number passed to forward
+                return self.input_value(v["input"])
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise NotCoveredError(f"{n.target or op}: argument {name}={v!r} is not supported", op)
             return self.value_leaf(v)
 
         params: dict[str, object] = {k: c[k] for k in _OP_PARAMS if k in c and c[k] is not None}
+        if any(isinstance(v, dict) for v in params.values()):
+            raise NotCoveredError(f"{n.target or op}: a parameter passed to forward "
+                                  f"({', '.join(k for k, v in params.items() if isinstance(v, dict))})",
+                                  op)
         if op in ("max", "min"):
             op = "maximum" if op == "max" else "minimum"
         if op == "view":
             op = "identity"
             if tuple(self.nodes[t["input"]].shape) != tuple(n.shape):
                 raise NotCoveredError(f"{n.target}: a reshape to another shape", "reshape")
+        if op in ("where", "masked_fill"):  # where(c, a, b); x.masked_fill(mask, v) = where(mask, v, x)
+            names = ("condition", "input", "other") if op == "where" else ("mask", "value", "input")
+            return PwNode(n.id, "where", tuple(arg(k) for k in names))
+        if op in COMPARE_OPS:
+            return PwNode(n.id, op, (arg("input"), arg("other")))
+        if op == "threshold":  # x if x > threshold else value
+            return PwNode(n.id, op, (arg("input"), arg("threshold"), arg("value")))
         if op in ("add", "sub", "mul", "div", "maximum", "minimum"):
             if op == "div" and c.get("rounding_mode") is not None:
                 raise NotCoveredError(f"{n.target}: division with rounding_mode", "div")
@@ -174,9 +252,9 @@ class Matcher:
                 params["alpha"] = c["alpha"]
             return PwNode(n.id, op, (arg("input"), arg("other")), tuple(params.items()))
         if op == "pow":
-            if "exponent" not in t:
+            if "exponent" not in t and not isinstance(c.get("exponent"), dict):
                 params["exponent_value"] = c.get("exponent")
-            if "input" not in t:
+            if "input" not in t and not isinstance(c.get("input"), dict):
                 params["base_value"] = c.get("input")
             return PwNode(n.id, op, (arg("input"), arg("exponent")), tuple(params.items()))
         if op == "clamp" and any(x in t for x in ("min", "max")):

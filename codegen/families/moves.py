@@ -171,15 +171,15 @@ def family_proposals(task: Task) -> list[Proposal]:
             out += gemm
             continue
         values, choices = knobs(plan)
-        default = values["strategy"]
+        default = values.get("strategy", "default")  # the pool family has one way only
         variants = [(default, True, False)] + [(s, True, False) for s in _ordered(
-            plan.family, choices["strategy"]) if s != default]
+            plan.family, choices.get("strategy", [default])) if s != default]
         if "fast_math" in choices:  # transcendentals into a bf16 / fp16 result
             variants.append((default, True, True))
         if can_split(plan):
             variants.append((default, False, False))
         for strategy, fused, fast in variants:
-            tunables: dict[str, object] = {"strategy": strategy}
+            tunables: dict[str, object] = {"strategy": strategy} if "strategy" in values else {}
             if fast:
                 tunables["fast_math"] = True
             try:

@@ -21,7 +21,7 @@ class Operands:
     vec: list[str] = field(default_factory=list)
     full: list[bool] = field(default_factory=list)
     rows: list[str] = field(default_factory=list)
-    row_kinds: list[bool] = field(default_factory=list)
+    row_kinds: list[str] = field(default_factory=list)  # source: True / False / (div, mod)
     scalars: list[str] = field(default_factory=list)
     access: dict[str, str] = field(default_factory=dict)
 
@@ -33,18 +33,31 @@ class Operands:
             self.access[lf.name] = f"v[{len(self.vec)}]"
             self.vec.append(expr)
             self.full.append(lf.kind == "full")
-        elif lf.kind in ("row", "scalar"):
+        elif lf.kind in ("row", "scalar", "rowmap", "table"):
             self.access[lf.name] = f"r[{len(self.rows)}]"
             self.rows.append(expr)
-            self.row_kinds.append(lf.kind == "row")
+            self.row_kinds.append(row_kind(lf))
         else:
             self.access[lf.name] = f"s[{len(self.scalars)}]"
             self.scalars.append(expr)
 
+    def kinds(self) -> str:
+        """The row operands' kinds as a tuple's source (see ``_row_at`` in the head)."""
+        return "(" + ", ".join(self.row_kinds) + ("," if len(self.row_kinds) == 1 else "") + ")"
+
     def args(self) -> str:
         """The five launch arguments as source: vec, full, rows, row_kinds, scalars."""
         return (f"[{', '.join(self.vec)}], {tuple(self.full)!r}, [{', '.join(self.rows)}], "
-                f"{tuple(self.row_kinds)!r}, [{', '.join(self.scalars)}]")
+                f"{self.kinds()}, [{', '.join(self.scalars)}]")
+
+
+def row_kind(lf: Leaf) -> str:
+    """How a row operand is indexed, as source: ``True`` (per row), ``False`` (one value),
+    or ``_rowmap(...)`` (per channel / batch: computed from the frame's shape at run time)."""
+    if lf.kind == "rowmap":
+        first, last, lead = lf.rowmap
+        return f"_rowmap(shape, {lead}, ({first}, {last - 1}))"
+    return "True" if lf.kind == "row" else "False"
 
 
 def source(lf: Leaf) -> str:
@@ -55,6 +68,8 @@ def source(lf: Leaf) -> str:
         return f"self.{lf.ref}.detach()"
     if lf.source == "const":
         return f"float({lf.ref})"
+    if lf.source == "stage":  # a tensor an earlier kernel of the same forward wrote
+        return lf.ref
     return f"float(self.{lf.ref})"
 
 
@@ -62,6 +77,11 @@ def wrapped(lf: Leaf, shape: str = "shape") -> str:
     """The forward expression giving leaf ``lf`` in the kernel's (n_rows, n_cols) layout;
     ``shape`` names the forward variable holding the full operand's shape."""
     src = source(lf)
+    if lf.kind == "rowmap":
+        first, last, _ = lf.rowmap
+        return f"_as_rows({src}, math.prod({shape}[{first}:{last}]))"
+    if lf.kind == "table":  # a small tensor the kernel indexes itself (a norm's weight)
+        return f"{src}.contiguous().view(-1)"
     return {"full": f"_as_full({src}, {shape}, n_rows, n_cols)",
             "col": f"_as_cols({src}, n_cols)", "row": f"_as_rows({src}, n_rows)",
             "scalar": f"_as_one({src})"}.get(lf.kind, src)

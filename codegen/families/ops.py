@@ -20,7 +20,16 @@ from typing import Any
 
 #: Ops that reduce or normalise along a dimension (the row family).
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
-                     "mean", "amax", "amin", "max", "min", "argmax", "argmin"})
+                     "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
+                     "prod", "group_norm", "instance_norm", "batch_norm"})
+#: Pooling windows over the spatial dims of (N, C, *spatial) (the pool family).
+POOL_OPS = frozenset({f"{kind}_pool{d}d" for kind in ("max", "avg") for d in (1, 2, 3)})
+#: Reductions over any dims (``norm`` / ``vector_norm`` / ``normalize`` are lowered to these by
+#: :mod:`~cutegen.codegen.families.lower` first).
+REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var",
+                        "std", "prod"})
+#: Ops that only change a tensor's shape (a view of the same values in the same order).
+VIEW_OPS = frozenset({"view"})
 #: Scans along a dimension (the scan family).
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 #: Matrix products (the gemm family): ``matmul`` (``torch.matmul``, ``@``), ``mm``, ``bmm``,
@@ -31,8 +40,12 @@ POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
     "silu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs",
     "erf", "square", "reciprocal", "clamp", "leaky_relu", "elu", "softplus", "hardtanh",
-    "hardsigmoid", "hardswish", "mish", "cast", "identity",
+    "hardsigmoid", "hardswish", "mish", "cast", "identity", "selu", "celu", "softsign",
+    "logsigmoid", "tanhshrink", "hardshrink", "softshrink", "threshold", "sign", "where",
+    "gt", "lt", "ge", "le", "eq", "ne", "masked_fill",
 })
+#: Comparisons: their value is 1.0 where true, 0.0 where false (a mask a chain can use).
+COMPARE_OPS = frozenset({"gt", "lt", "ge", "le", "eq", "ne"})
 
 #: Positional parameter names per canonical op (the ``torch.*`` / ``Tensor`` form).
 _PARAMS: dict[str, tuple[str, ...]] = {
@@ -42,6 +55,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "cross_entropy": ("input", "target", "weight", "size_average", "ignore_index", "reduce",
                       "reduction", "label_smoothing"),
     "sum": ("input", "dim", "keepdim", "dtype"), "mean": ("input", "dim", "keepdim", "dtype"),
+    "prod": ("input", "dim", "keepdim", "dtype"),
     "amax": ("input", "dim", "keepdim"), "amin": ("input", "dim", "keepdim"),
     "max": ("input", "dim", "keepdim"), "min": ("input", "dim", "keepdim"),
     "argmax": ("input", "dim", "keepdim"), "argmin": ("input", "dim", "keepdim"),
@@ -54,22 +68,53 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "leaky_relu": ("input", "negative_slope", "inplace"), "elu": ("input", "alpha", "inplace"),
     "softplus": ("input", "beta", "threshold"), "hardtanh": ("input", "min_val", "max_val"),
     "cast": ("input", "dtype"), "identity": ("input",), "view": ("input", "shape"),
+    "where": ("condition", "input", "other"), "masked_fill": ("input", "mask", "value"),
+    "gt": ("input", "other"), "lt": ("input", "other"), "ge": ("input", "other"),
+    "le": ("input", "other"), "eq": ("input", "other"), "ne": ("input", "other"),
+    "celu": ("input", "alpha"), "hardshrink": ("input", "lambd"),
+    "tril": ("input", "diagonal"), "triu": ("input", "diagonal"),
+    "einsum": ("equation", "a", "b"),
+    **{f"max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                         "return_indices") for d in (1, 2, 3)},
+    **{f"avg_pool{d}d": ("input", "kernel_size", "stride", "padding", "ceil_mode",
+                         "count_include_pad", "divisor_override") for d in (1, 2, 3)},
+    **{f"adaptive_{k}_pool{d}d": ("input", "output_size", "return_indices")
+       for k in ("avg", "max") for d in (1, 2, 3)},
+    "smooth_l1_loss": ("input", "target", "size_average", "reduce", "reduction", "beta"),
+    "huber_loss": ("input", "target", "reduction", "delta"),
+    "mse_loss": ("input", "target", "size_average", "reduce", "reduction"),
+    "l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
+    "kl_div": ("input", "target", "size_average", "reduce", "reduction", "log_target"),
+    "softshrink": ("input", "lambd"), "threshold": ("input", "threshold", "value"),
     "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
     "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
     "transpose": ("input", "dim0", "dim1"), "logsumexp": ("input", "dim", "keepdim"),
+    "var": ("input", "dim", "unbiased", "keepdim"), "std": ("input", "dim", "unbiased", "keepdim"),
+    "norm": ("input", "p", "dim", "keepdim", "out", "dtype"),
+    "vector_norm": ("input", "ord", "dim", "keepdim"),
+    "normalize": ("input", "p", "dim", "eps"),
+    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
+    "instance_norm": ("input", "running_mean", "running_var", "weight", "bias",
+                      "use_input_stats", "momentum", "eps"),
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training",
+                   "momentum", "eps"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
              "log_softmax": ("input", "dim", "_stacklevel", "dtype")}
 
 _UNARY = ("relu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt",
-          "abs", "neg", "erf", "square", "reciprocal")
+          "abs", "neg", "erf", "square", "reciprocal", "selu", "sign")
 _METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
+                   "masked_fill": "masked_fill", "where": "where", "greater": "gt",
+                   "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
                    "contiguous": "identity", "clone": "identity", "detach": "identity",
                    "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
                    "to": "cast", "type": "cast", "view": "view", "reshape": "view",
                    "max": "max", "min": "min", "t": "transpose", "swapaxes": "transpose",
-                   "swapdims": "transpose"}
+                   "swapdims": "transpose", "unsqueeze": "view", "squeeze": "view",
+                   "expand": "view", "expand_as": "view", "flatten": "view", "view_as": "view",
+                   "reshape_as": "view", "norm": "norm"}
 _CAST_DTYPE = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64"}
 
 
@@ -93,22 +138,48 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
         F.tanh: ("tanh", True), F.linear: ("linear", True),
         operator.matmul: ("matmul", False), torch.t: ("transpose", False),
+        operator.gt: ("gt", False), operator.lt: ("lt", False), operator.ge: ("ge", False),
+        operator.le: ("le", False), operator.eq: ("eq", False), operator.ne: ("ne", False),
+        F.selu: ("selu", True), F.celu: ("celu", True), F.softsign: ("softsign", True),
+        F.logsigmoid: ("logsigmoid", True), F.tanhshrink: ("tanhshrink", True),
+        F.hardshrink: ("hardshrink", True), F.softshrink: ("softshrink", True),
+        F.threshold: ("threshold", True), F.smooth_l1_loss: ("smooth_l1_loss", True),
+        F.huber_loss: ("huber_loss", True), F.mse_loss: ("mse_loss", True),
+        F.l1_loss: ("l1_loss", True), F.kl_div: ("kl_div", True),
+        **{getattr(F, f"{k}_pool{d}d"): (f"{k}_pool{d}d", True) for k in ("max", "avg")
+           for d in (1, 2, 3)},
+        **{getattr(F, f"adaptive_{k}_pool{d}d"): (f"adaptive_{k}_pool{d}d", True)
+           for k in ("max", "avg") for d in (1, 2, 3)},
+        F.normalize: ("normalize", True), F.group_norm: ("group_norm", True),
+        F.instance_norm: ("instance_norm", True), F.batch_norm: ("batch_norm", True),
+        torch.norm: ("norm", False), torch.linalg.vector_norm: ("vector_norm", False),
+        torch.unsqueeze: ("view", False), torch.squeeze: ("view", False),
+        torch.flatten: ("view", False), torch.reshape: ("view", False),
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
-                 "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", *_UNARY):
+                 "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", "var", "std",
+                 "prod", "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less",
+                 "greater_equal",
+                 "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
-            table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose"}.get(
-                name, name), False))
+            table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose",
+                                   "greater": "gt", "less": "lt", "greater_equal": "ge",
+                                   "less_equal": "le", "not_equal": "ne"}.get(name, name), False))
     for name in ("gelu", "silu", "elu", "softplus", "hardtanh", "leaky_relu", "hardswish",
-                 "hardsigmoid", "mish", "relu6"):
+                 "hardsigmoid", "mish", "relu6", "softshrink", "hardshrink", "log_sigmoid",
+                 "celu"):
         fn = getattr(torch._C._nn, name, None)  # what F.gelu & co. really are
         if fn is not None:
-            table.setdefault(fn, (name, True))
+            table.setdefault(fn, ({"log_sigmoid": "logsigmoid"}.get(name, name), True))
+    for name in ("selu", "celu", "threshold"):
+        fn = getattr(torch, name, None)  # torch.selu & co.: F.selu calls these
+        if fn is not None:
+            table.setdefault(fn, (name, False))
     return table
 
 
@@ -123,7 +194,8 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
 
     simple = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh",
               nn.ReLU6: "relu6", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid",
-              nn.Mish: "mish", nn.Identity: "identity"}
+              nn.Mish: "mish", nn.Identity: "identity", nn.SELU: "selu",
+              nn.Softsign: "softsign", nn.LogSigmoid: "logsigmoid", nn.Tanhshrink: "tanhshrink"}
     for cls, name in simple.items():
         if type(mod) is cls:
             return name, {}
@@ -137,6 +209,13 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
         return "elu", {"alpha": mod.alpha}
     if isinstance(mod, nn.Softplus):
         return "softplus", {"beta": mod.beta, "threshold": mod.threshold}
+    if isinstance(mod, nn.CELU):
+        return "celu", {"alpha": mod.alpha}
+    if isinstance(mod, (nn.Hardshrink, nn.Softshrink)):
+        return ("hardshrink" if isinstance(mod, nn.Hardshrink) else "softshrink"), {
+            "lambd": mod.lambd}
+    if isinstance(mod, nn.Threshold):
+        return "threshold", {"threshold": mod.threshold, "value": mod.value}
     if isinstance(mod, nn.Hardtanh):
         return "hardtanh", {"min_val": mod.min_val, "max_val": mod.max_val}
     if isinstance(mod, nn.Linear):
@@ -150,6 +229,49 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     if hasattr(nn, "RMSNorm") and isinstance(mod, nn.RMSNorm):
         return "rms_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
                             "weight": param(mod.weight, "weight")}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias")}
+    norm_base = getattr(nn.modules, "batchnorm", None)
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        stats = mod.training or not mod.track_running_stats
+        return "instance_norm", {"eps": mod.eps, "use_input_stats": stats,
+                                 "momentum": mod.momentum,
+                                 "weight": param(mod.weight, "weight"),
+                                 "bias": param(mod.bias, "bias"),
+                                 "running_mean": param(mod.running_mean, "running_mean"),
+                                 "running_var": param(mod.running_var, "running_var")}
+    if norm_base is not None and isinstance(mod, norm_base._BatchNorm):
+        batch_stats = mod.training or mod.running_mean is None
+        return "batch_norm", {"eps": mod.eps, "training": batch_stats, "momentum": mod.momentum,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias"),
+                              "running_mean": param(mod.running_mean, "running_mean"),
+                              "running_var": param(mod.running_var, "running_var")}
+    for d in (1, 2, 3):
+        if type(mod) is getattr(nn, f"MaxPool{d}d"):
+            return f"max_pool{d}d", {"kernel_size": mod.kernel_size, "stride": mod.stride,
+                                     "padding": mod.padding, "dilation": mod.dilation,
+                                     "ceil_mode": mod.ceil_mode,
+                                     "return_indices": mod.return_indices}
+        if type(mod) is getattr(nn, f"AvgPool{d}d"):
+            return f"avg_pool{d}d", {"kernel_size": mod.kernel_size, "stride": mod.stride,
+                                     "padding": mod.padding, "ceil_mode": mod.ceil_mode,
+                                     "count_include_pad": mod.count_include_pad,
+                                     "divisor_override": getattr(mod, "divisor_override", None)}
+        for k in ("Avg", "Max"):
+            if type(mod) is getattr(nn, f"Adaptive{k}Pool{d}d"):
+                return f"adaptive_{k.lower()}_pool{d}d", {
+                    "output_size": mod.output_size,
+                    "return_indices": getattr(mod, "return_indices", False)}
+    losses = {nn.SmoothL1Loss: ("smooth_l1_loss", ("reduction", "beta")),
+              nn.HuberLoss: ("huber_loss", ("reduction", "delta")),
+              nn.MSELoss: ("mse_loss", ("reduction",)), nn.L1Loss: ("l1_loss", ("reduction",)),
+              nn.KLDivLoss: ("kl_div", ("reduction", "log_target"))}
+    for cls, (name, attrs) in losses.items():
+        if type(mod) is cls:
+            return name, {a: getattr(mod, a) for a in attrs}
     if isinstance(mod, nn.CrossEntropyLoss):
         return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
                                  "label_smoothing": mod.label_smoothing,
@@ -189,6 +311,7 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
     if n.op == "call_module":
         mod = gm.get_submodule(str(n.target))
         op, consts = _module_call(mod)
+        consts = {k: v if isinstance(v, dict) else _jsonable(v) for k, v in consts.items()}
         for v in consts.values():
             if isinstance(v, dict) and "path" in v:
                 v["path"] = f"{n.target}.{v['path']}"
@@ -218,6 +341,11 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         bound = _bind(names, args, kwargs)
         mod_name = getattr(fn, "__module__", "") or ""
         target = f"{mod_name}.{getattr(fn, '__name__', str(fn))}".lstrip(".")
+    if op in ("max", "min") and isinstance(bound.get("dim"), torch.fx.Node) and isinstance(
+            values.get(bound["dim"]), torch.Tensor):  # torch.max(x, y): elementwise
+        bound["other"] = bound.pop("dim")
+    if op == "view":  # x.view(...), x.unsqueeze(d), x.expand_as(y) ...: only x is data
+        bound = {"input": bound.get("input")}
     if op == "transpose" and "dims" not in consts:  # x.t(), x.transpose(d0, d1), torch.t(x)
         d0, d1 = bound.pop("dim0", None), bound.pop("dim1", None)
         consts["dims"] = [d0, d1] if d0 is not None and d1 is not None else [-2, -1]
@@ -234,6 +362,10 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
                 tensors[k] = ids[v]
             elif isinstance(val, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in val):
                 tensors[k] = ids[v]  # a tuple of tensors (e.g. torch.max(x, dim))
+            elif v.op == "placeholder" and isinstance(val, (int, float)) and not isinstance(
+                    val, bool):
+                # a number passed to forward: read at run time, never the value seen here
+                consts[k] = {"input": str(v.target), "value": val}
             else:
                 consts[k] = _jsonable(val)
         elif isinstance(v, (tuple, list)) and any(isinstance(a, torch.fx.Node) for a in v):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Leaf kinds (tensor leaves) and "value" (a Python number: constant or module attribute).
-LEAF_KINDS = ("full", "col", "row", "scalar", "value")
+LEAF_KINDS = ("full", "col", "row", "rowmap", "table", "scalar", "value")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +31,16 @@ class Leaf:
     Attributes:
         name: the reference chains use ("x", "weight", "attr_scale", "c0").
         source: "input" (forward argument), "param" (parameter or buffer, by attribute
-            path), "attr" (a number attribute of the model, read at run time) or "const".
+            path), "attr" (a number attribute of the model, read at run time), "const", or
+            "stage" (a tensor an earlier kernel of the same forward wrote; ``ref`` is the
+            forward expression).
         ref: the argument name, attribute path ("ln.weight", "scale") or the constant's repr.
         kind: one of :data:`LEAF_KINDS`.
         dtype: torch dtype name of a tensor leaf ("bfloat16"); "" for values.
         shape: the tensor's shape on the task's main inputs.
+        rowmap: for kind "rowmap" (one value per index of some of the row dims: a per-channel
+            or per-batch operand), (first, last, lead): it spans dims first .. last - 1 of
+            the frame's ``lead`` row dims.
     """
 
     name: str
@@ -44,6 +49,7 @@ class Leaf:
     kind: str
     dtype: str = ""
     shape: tuple[int, ...] = ()
+    rowmap: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,15 @@ def _gelu(a: str, n: PwNode) -> str:
     return f"(({a} * 0.5) * (1.0 + {_fm('erf', f'{a} * {_INV_SQRT2!r}')}))"
 
 
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _celu(a: str, alpha: float) -> str:
+    inner = _fm("expm1", f"_vmin({a}, 0.0) * {_num(1.0 / alpha)}")
+    return f"(_vmax({a}, 0.0) + {_num(alpha)} * {inner})"
+
+
 def _hardsigmoid(a: str) -> str:
     return f"_vmin(_vmax({a} * {1.0 / 6.0!r} + 0.5, 0.0), 1.0)"
 
@@ -135,6 +144,22 @@ EXPRESSIONS: dict[str, Callable[[list[str], PwNode], str]] = {
     "cast": lambda a, n: (f"{a[0]}.to({_ROUND[n.param('dtype')]}).to(Float32)"
                           if n.param("dtype") in _ROUND else a[0]),
     "identity": lambda a, n: a[0],
+    "selu": lambda a, n: (f"({_SELU_SCALE!r} * (_vmax({a[0]}, 0.0) + {_SELU_ALPHA!r} * "
+                          f"{_fm('expm1', f'_vmin({a[0]}, 0.0)')}))"),
+    "celu": lambda a, n: _celu(a[0], float(n.param("alpha", 1.0))),
+    "softsign": lambda a, n: f"({a[0]} / (1.0 + cute.math.abs({a[0]})))",
+    "logsigmoid": lambda a, n: (f"(_vmin({a[0]}, 0.0) - "
+                                f"{_fm('log1p', _fm('exp', f'-cute.math.abs({a[0]})'))})"),
+    "tanhshrink": lambda a, n: f"({a[0]} - {_fm('tanh', a[0])})",
+    "softshrink": lambda a, n: (f"({a[0]} - _vmin(_vmax({a[0]}, {_num(-n.param('lambd', 0.5))}), "
+                                f"{_num(n.param('lambd', 0.5))}))"),
+    "hardshrink": lambda a, n: (f"_vwhere(_vcmp(cute.math.abs({a[0]}), "
+                                f"{_num(n.param('lambd', 0.5))}, 'gt'), {a[0]}, 0.0)"),
+    "threshold": lambda a, n: f"_vwhere(_vcmp({a[0]}, {a[1]}, 'gt'), {a[0]}, {a[2]})",
+    "sign": lambda a, n: f"(_vcmp({a[0]}, 0.0, 'gt') - _vcmp({a[0]}, 0.0, 'lt'))",
+    "where": lambda a, n: f"_vwhere({a[0]}, {a[1]}, {a[2]})",
+    **{op: (lambda a, n, op=op: f"_vcmp({a[0]}, {a[1]}, {op!r})")
+       for op in ("gt", "lt", "ge", "le", "eq", "ne")},
 }
 
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
+from cutegen.codegen.families.chains import anchors_of, chain_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
+from cutegen.codegen.families.lower import lower
 from cutegen.codegen.families.matcher import (
     FLOATS,
     OPMATH_EPS,
@@ -33,8 +35,11 @@ from cutegen.codegen.families.matcher import (
     NotCoveredError,
     trailing_dims,
 )
-from cutegen.codegen.families.ops import ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.norms import norm_plan
+from cutegen.codegen.families.ops import POOL_OPS, ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
+from cutegen.codegen.families.pooling import pool_plan
+from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
 from cutegen.codegen.tasks import Task
 from cutegen.errors import TaskError
 
@@ -48,23 +53,47 @@ def _unknown(m: Matcher, ids: set[int]) -> None:
 
 
 def _match(cap: Captured) -> Plan:
-    m = Matcher(cap)
     if cap.error:
         raise NotCoveredError(cap.error)
+    cap = lower(cap)
+    m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
         raise NotCoveredError("Model.forward does not return a single tensor")
     live = m.ancestors(out.id)
     _unknown(m, live)
-    calls = {i for i in live if m.node(i).kind == "call"}
+    n_anchors = len(anchors_of(m, out.id))
+    try:
+        return _match_one(m, out)
+    except NotCoveredError as e:
+        if n_anchors < 2:
+            raise
+        first = e  # one fused kernel cannot do it: one kernel per anchor, in a chain
+    try:
+        return chain_plan(cap, _match_stage)
+    except NotCoveredError as e:
+        raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
+
+
+def _match_stage(cap: Captured) -> Plan:
+    """One stage of a chain (a forward with one anchor, already lowered)."""
+    m = Matcher(cap)
+    out = m.node(cap.output)
+    return _match_one(m, out)
+
+
+def _match_one(m: Matcher, out: Node) -> Plan:
+    """The plan of a forward computed by one family kernel."""
+    calls = {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}
     if gemm_ids(m, calls):
         return gemm_plan(m, calls, out)
-    anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS
+    anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS | POOL_OPS
                      and not (m.node(i).op in ("max", "min") and "other" in m.node(i).tensors))
     if len(anchors) > 1:
         names = ", ".join(m.node(i).op for i in anchors)
-        raise NotCoveredError(f"more than one row operation ({names}): a family kernel fuses one",
-                          m.node(anchors[1]).op)
+        raise NotCoveredError(f"{len(anchors)} reductions or norms in one forward ({names}): a "
+                              "family kernel fuses one, with the pointwise ops around it",
+                              m.node(anchors[1]).op)
     if not anchors:
         return _pointwise_plan(m, calls, out)
     return _anchored_plan(m, calls, out, m.node(anchors[0]))
@@ -81,7 +110,7 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     if not full:
         raise NotCoveredError("no operand has the output's full shape (an outer-product "
                           "broadcast)", "broadcast")
-    main = sorted(full, key=lambda lf: lf.source != "input")[0].name
+    main = sorted(full, key=lambda lf: (lf.dtype == "bool", lf.source != "input"))[0].name
     return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
                 (), out.dtype, "broadcast", m.cap.forward_args,
                 f"pointwise: {chain.describe()} over {len(full)} full tensor(s), "
@@ -98,6 +127,9 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     absorbed: set[int] = set()
     result = a.id
     params: dict[str, object] = {}
+    # torch.max / min without a dim: the max / min of all elements
+    if op in ("max", "min") and a.dtype and a.consts.get("dim") is None:
+        op = "amax" if op == "max" else "amin"
     # torch.max / min with a dim: (values, indices), used through one getitem
     if op in ("max", "min"):
         uses = m.users(a.id, calls | {out.id})
@@ -118,6 +150,12 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
             result = uses[0]
             x_id = x.tensors["input"]
             x = m.node(x_id)
+    if op in REDUCTIONS:
+        return reduction_plan(m, calls, out, a, op, result, absorbed)
+    if op in ("group_norm", "instance_norm", "batch_norm"):
+        return norm_plan(m, calls, out, a)
+    if op in POOL_OPS:
+        return pool_plan(m, calls, out, a)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
     family, out_shape, k = _anchor_params(m, a, op, x, frame, params)
@@ -227,12 +265,7 @@ def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...]
             raise NotCoveredError(f"cross_entropy reduction={reduction!r}", op)
         params["reduction"] = reduction
         return "row", ("rows" if reduction == "none" else "scalar"), 1
-    # sum / mean / amax / amin / argmax / argmin
-    k = trailing_dims(c.get("dim"), nd, op)
-    if op in ("argmax", "argmin") and k != 1:
-        raise NotCoveredError(f"{op} over several dims", op)
-    params["keepdim"] = bool(c.get("keepdim") or False)
-    return "row", "rows", k
+    raise NotCoveredError(f"{a.target} is not supported by the built-in families", op)
 
 
 def recognize(cap: Captured) -> Recognition:

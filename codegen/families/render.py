@@ -12,11 +12,19 @@ plan is rendered (and its knobs listed) by :mod:`~cutegen.codegen.families.gemm`
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
-from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
+from cutegen.codegen.families.gemm import gemm_knobs, gemm_parts, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
+from cutegen.codegen.families.reductions import SPLITTABLE
+from cutegen.codegen.families.render_chain import chain_knobs, chain_parts
+from cutegen.codegen.families.render_maps import reduce_map_parts
+from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
+from cutegen.codegen.families.render_pool import POOL_KNOBS, pool_parts
+from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
+from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import render_template
 
@@ -39,13 +47,7 @@ _PW_KNOBS = ({"strategy": "tile", "threads": 128, "rows_per_thread": 4, "vec_bit
               "ctas_per_sm": [4, 8, 16]})
 #: Family -> (default TUNABLES, TUNABLE_CHOICES).
 KNOBS = {"row": _ROW_KNOBS, "scan": _SCAN_KNOBS, "pointwise": _PW_KNOBS}
-#: Row ops that write a full row (the others write one value per row).
-WRITES_ROW = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm"})
-_TITLES = {"softmax": "Softmax", "log_softmax": "Log-softmax", "layer_norm": "LayerNorm",
-           "rms_norm": "RMSNorm", "cross_entropy": "Cross-entropy (per-row loss)",
-           "sum": "Sum", "mean": "Mean", "amax": "Max", "amin": "Min", "argmax": "Argmax",
-           "argmin": "Argmin", "cumsum": "Inclusive cumulative sum",
-           "cumprod": "Inclusive cumulative product"}
+_TITLES = {"cumsum": "Inclusive cumulative sum", "cumprod": "Inclusive cumulative product"}
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16", "int64": "torch.int64"}
 
@@ -54,6 +56,23 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family == "chain":
+        return chain_knobs(plan)
+    if plan.family == "pool":
+        values, choices = (dict(d) for d in POOL_KNOBS)
+        if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
+            values["fast_math"], choices["fast_math"] = False, [False, True]
+        return values, choices
+    if plan.family in ("strided", "batchnorm", "reduce_map"):
+        values, choices = (strided_knobs(plan) if plan.family == "strided"
+                           else batchnorm_knobs(_ROW_KNOBS, _PW_KNOBS))
+        if plan.family == "reduce_map" and plan.param("layout") == "two_stage":
+            sv, sc = strided_knobs(replace(plan, params=(("map", False),)))
+            values.update({k: v for k, v in sv.items() if k.startswith("s_")})
+            choices.update({k: v for k, v in sc.items() if k.startswith("s_")})
+        if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
+            values["fast_math"], choices["fast_math"] = False, [False, True]
+        return values, choices
     values, choices = (dict(d) for d in KNOBS[plan.family])
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
@@ -68,15 +87,25 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
 def _has_late_operands(plan: Plan) -> bool:
     """Whether the row kernel's output pass reads vector operands besides x (weights, bias,
     epilogue tensors): only then does TUNABLES["preload"] change anything."""
-    if plan.op not in WRITES_ROW:
+    if plan.op not in WRITES_ROW and not plan.param("map"):
         return False
     names = [plan.param("weight"), plan.param("bias"), *plan.epilogue.leaves()]
     return any(n and plan.leaf(n).kind in ("full", "col") for n in names)
 
 
+def uses_row_reduce(plan: Plan) -> bool:
+    """Whether a row plan is a reduction that may run in two passes (few long rows, or all
+    elements): its partial statistic is one value the same op merges."""
+    return (plan.family == "row" and plan.out_shape == "rows" and plan.op in SPLITTABLE
+            and plan.param("layout") in ("inner", "all"))
+
+
 def can_split(plan: Plan) -> bool:
-    """Whether the plan has pointwise work that can run as kernels of its own."""
-    if not plan.has_pointwise or plan.out_shape != "same":
+    """Whether the plan has pointwise work that can run as kernels of its own (the row and
+    scan families' prologues and epilogues; the other families always fuse theirs)."""
+    if plan.family not in ("row", "scan") or plan.op == "group_norm":
+        return False
+    if not plan.has_pointwise or plan.out_shape != "same" or plan.param("map"):
         return False
     return not any("%in" in n.args for n in plan.epilogue.nodes) and plan.epilogue.result != "%in"
 
@@ -124,12 +153,10 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     }, {})
     parts = [head, "\n" + (tm.constants + "\n\n" if tm.constants else "\n") + tm.class_source,
              VPOW]
-    if plan.family == "pointwise":
-        funcs, body, fwd = _pointwise_parts(plan)
-    elif fused:
-        funcs, body, fwd = _fused_parts(plan)
+    if plan.family == "chain":
+        funcs, body, fwd = chain_parts(plan, values)
     else:
-        funcs, body, fwd = _split_parts(plan)
+        funcs, body, fwd = family_parts(plan, fused)
     parts += funcs + body
     args = ", ".join(plan.forward_args)
     parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
@@ -137,34 +164,61 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
-def _family_body(plan: Plan) -> str:
+def family_parts(plan: Plan, fused: bool = True) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body ending in ``return out``) of a
+    one-family plan (``gemm`` included, at its default precision)."""
+    if plan.family == "gemm":
+        return gemm_parts(plan, gemm_knobs(plan)[0]["precision"])
+    if plan.family == "pointwise":
+        return _pointwise_parts(plan)
+    if plan.family == "strided":
+        return strided_parts(plan)
+    if plan.family == "batchnorm":
+        return batchnorm_parts(plan)
+    if plan.family == "reduce_map":
+        return reduce_map_parts(plan)
+    if plan.family == "pool":
+        return pool_parts(plan)
+    if fused or not can_split(plan):
+        return _fused_parts(plan)
+    return _split_parts(plan)
+
+
+def _family_body(plan: Plan) -> list[str]:
+    """The kernel source parts of a row / scan plan, one per template (so a file with several
+    kernels includes each template once)."""
     op = plan.op
     if plan.family == "scan":
         variant = ", ".join(k for k in ("reverse", "exclusive") if plan.param(k))
-        return render_template("scan", {"OP_TITLE": _TITLES[op],
-                                        "SCAN_VARIANT": f" ({variant})" if variant else ""},
-                               {"OP": op})
-    neutral = {"amin": "_INF", "argmin": "_INF"}.get(
-        op, "-_INF" if op in ("softmax", "log_softmax", "cross_entropy", "amax", "argmax")
-        else "0.0")
-    values = {"OP_TITLE": _TITLES[op], "NEUTRAL": neutral, "EPS": repr(plan.param("eps", 0.0)),
-              "IGNORE_INDEX": str(plan.param("ignore_index", -100)),
-              "ARG_WORST": "_INF" if op == "argmin" else "-_INF",
-              "ARG_PICK": "fmin" if op == "argmin" else "fmax",
-              "ARG_CMP": "<" if op == "argmin" else ">"}
-    flags = {"OP": op, "WRITES_ROW": op in WRITES_ROW, "HAS_W": plan.param("weight") is not None,
-             "HAS_B": plan.param("bias") is not None,
-             "CE_REDUCE": plan.param("reduction", "mean") != "none"}
-    return render_template("row", values, flags)
+        return [render_template("scan", {"OP_TITLE": _TITLES[op],
+                                         "SCAN_VARIANT": f" ({variant})" if variant else ""},
+                                {"OP": op})]
+    spec = row_op(op)
+    parts = ["row", *spec.parts]
+    if op == "cross_entropy" and plan.param("reduction", "mean") != "none":
+        parts.append("row_loss")
+    if uses_row_reduce(plan):
+        parts.append("row_reduce")
+    return [render_template(name, {}, {}).strip("\n") for name in parts]
+
+
+class _Src(str):
+    """Source text that prints as itself in a launch line (``{x!r}`` gives the text)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _frame_lines(plan: Plan) -> list[str]:
     """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output."""
     k = plan.param("k", 1)
     alloc, _ = _out_view(plan)
+    rows = ["n_rows = main.numel() // max(n_cols, 1)"]
+    if plan.op == "group_norm":  # rows are (n, group): (N * G, C / G * spatial)
+        rows = [f"n_rows = shape[0] * {plan.param('groups')}",
+                "n_cols = main.numel() // max(n_rows, 1)"]
     return [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
-            f"n_cols = math.prod(shape[len(shape) - {k}:])",
-            "n_rows = main.numel() // max(n_cols, 1)", alloc,
+            f"n_cols = math.prod(shape[len(shape) - {k}:])", *rows, alloc,
             "if main.numel() == 0:", "    return out"]
 
 
@@ -174,6 +228,9 @@ def _out_view(plan: Plan) -> tuple[str, str]:
     dt = _DTYPES[plan.out_dtype]
     if plan.out_shape in ("same", "broadcast"):
         shape, view = "shape", "out.view(n_rows, n_cols)"
+    elif plan.out_shape == "rows" and plan.param("dims") is not None:
+        shape = f"_reduced(shape, {tuple(plan.param('dims'))!r}, {bool(plan.param('keepdim'))})"
+        view = "out.view(-1)"
     elif plan.out_shape == "rows":
         keep = f" + (1,) * {k}" if plan.param("keepdim") else ""
         shape, view = f"tuple(shape[:len(shape) - {k}]){keep}", "out.view(n_rows)"
@@ -186,14 +243,18 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     """(chain functions, forward lines) launching the family kernel of ``plan`` with its main
     operand read from ``first`` and its result written to ``view``."""
     extra = [plan.param(n) for n in ("weight", "bias") if plan.param(n)]
+    if plan.op == "group_norm":
+        extra = []  # read by the op itself, through the row operands (tables)
     ops = Operands()
     if plan.param("target"):
         t = plan.leaf(plan.param("target"))
         ops.access[t.name] = "r[0]"
         ops.rows.append(f"_as_rows({source(t)}, n_rows)")
-        ops.row_kinds.append(True)
+        ops.row_kinds.append("True")
     ops.add(plan.leaf(plan.main), first)
-    for n in list(plan.prologue.leaves()) + extra + list(plan.epilogue.leaves()):
+    tables = [plan.param(n) for n in ("weight", "bias")
+              if plan.op == "group_norm" and plan.param(n)]
+    for n in list(plan.prologue.leaves()) + extra + tables + list(plan.epilogue.leaves()):
         ops.add(plan.leaf(n), wrapped(plan.leaf(n)))
     funcs = [chain_function("_prologue", plan.prologue, ops.access,
                             doc="The fused prologue: the value the kernel's op consumes."),
@@ -207,22 +268,39 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     if plan.family == "scan":
         return funcs, [f"_scan_launch(_prologue, _epilogue, {ops.args()}, {view}, "
                        f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))})"]
+    spec = row_op(plan.op)
+    opts: object = spec.opts(plan)
+    if plan.op == "group_norm":  # shape-dependent options, read at run time
+        groups = plan.param("groups")
+        rp = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else -1
+              for n in ("weight", "bias")}
+        opts = _Src(f"(('eps', {plan.param('eps')!r}), ('groups', {groups}), "
+                    f"('channels', shape[1]), ('spatial', n_cols * {groups} // shape[1]), "
+                    f"('w_rp', {rp['weight']}), ('b_rp', {rp['bias']}))")
     if plan.op == "cross_entropy" and plan.param("reduction") != "none":
         return funcs, [
             "loss = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
-            f"_row_launch(_prologue, _epilogue, {ops.args()}, loss, {need_stats!r}, "
-            f"{need_out!r})",
-            f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'})"]
-    idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) else None
-           for n in ("weight", "bias")}
-    return funcs, [f"_row_launch(_prologue, _epilogue, {ops.args()}, {view}, {need_stats!r}, "
-                   f"{need_out!r}, {idx['weight']!r}, {idx['bias']!r})"]
+            f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, loss, "
+            f"{need_stats!r}, {need_out!r}, opts={opts!r})",
+            f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'}, "
+            f"{plan.param('ignore_index', -100)!r})"]
+    if uses_row_reduce(plan):
+        if plan.param("count_dims"):  # a mean over the product of these dims' sizes
+            opts = _Src(f"{opts!r} + (('count', math.prod(shape[d] for d in "
+                        f"{tuple(plan.param('count_dims'))!r})),)")
+        return funcs, [f"_row_reduce({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
+                       f"{need_stats!r}, opts={opts!r})"]
+    idx = {n: int(ops.access[plan.param(n)][2:-1]) if plan.param(n) and plan.op != "group_norm"
+           else None for n in ("weight", "bias")}
+    return funcs, [f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, {view}, "
+                   f"{need_stats!r}, {need_out!r}, {idx['weight']!r}, {idx['bias']!r}, "
+                   f"opts={opts!r})"]
 
 
 def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     _, view = _out_view(plan)
     funcs, launch = _family_launch(plan, "main.view(n_rows, n_cols)", view)
-    return funcs, [_family_body(plan)], "\n".join(_frame_lines(plan) + launch + ["return out"])
+    return funcs, _family_body(plan), "\n".join(_frame_lines(plan) + launch + ["return out"])
 
 
 def _pointwise_parts(plan: Plan) -> tuple[list[str], list[str], str]:
@@ -269,5 +347,5 @@ def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                                     doc="The epilogue, as a kernel of its own."))
         lines.append(f"_pw_launch(_post, {post.args()}, {view})")
     lines.append("return out")
-    body = [render_template("pointwise", {"PW": "pw_"}, {}), _family_body(plan)]
+    body = [render_template("pointwise", {"PW": "pw_"}, {}), *_family_body(plan)]
     return funcs, body, "\n".join(lines)

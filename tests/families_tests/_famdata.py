@@ -4,7 +4,8 @@ session under the name ``_cutegen_famdata``, so its caches are shared).
 ``tasks/`` holds extra covered tasks (fused prologues / epilogues, other row ops, scan
 variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers;
 ``gemm_tasks/`` holds small matrix-product tasks (``rec_*``: recognition cases, ``rec_neg_*``
-not covered; other files belong to the GEMM kernel's tests).
+not covered; other files belong to the GEMM kernel's tests); ``reduce_tasks/`` holds small
+reductions over any dims, norms and the two recognition bugs' tasks (issue 19).
 Recognition runs in the pytest process (``in_process``: the tasks are ours); the DSL is only
 ever imported by the compile driver's child processes.
 """
@@ -23,6 +24,8 @@ BUNDLED = ROOT / "benchmarks" / "tasks"
 TASKS = HERE / "tasks"
 NEGATIVE = HERE / "negative"
 GEMM_TASKS = HERE / "gemm_tasks"
+REDUCE_TASKS = HERE / "reduce_tasks"
+GEMM19_TASKS = HERE / "gemm19_tasks"
 
 #: Bundled tasks a family covers: name -> (family, op).
 BUNDLED_COVERED = {
@@ -47,13 +50,62 @@ BUNDLED_GEMM = ("bmm_bf16", "gemm_16384x1024x4096_bf16", "gemm_4096_bf16",
                 "gemm_8192x8192x1024_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
                 "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
                 "gemm_scale_residual_bf16", "gemm_swish_bf16")
+#: Bundled reductions over any dims and norms (issue 19): name -> (family, op, prologue ops,
+#: epilogue ops), as ``Chain.describe`` lists them.
+BUNDLED_REDUCE = {
+    "sum_dim1_fp32": ("strided", "sum", "-", "-"),
+    "mean_dim1_bf16": ("strided", "mean", "-", "-"),
+    "amax_dim0_fp32": ("strided", "amax", "-", "-"),
+    "argmin_dim1_bf16": ("strided", "argmin", "-", "-"),
+    "var_dim1_fp32": ("strided", "var", "-", "-"),
+    "std_rows_bf16": ("row", "std", "-", "-"),
+    "sum_dims02_fp32": ("strided", "sum", "-", "-"),
+    "mean_all_fp32": ("row", "mean", "-", "-"),
+    "hinge_loss_fp32": ("row", "mean", "mul, sub, clamp", "-"),
+    "rmsnorm_channels_fp32": ("strided", "mean", "pow", "add, sqrt, div"),
+    "rmsnorm_channels_bf16": ("strided", "mean", "cast, pow",
+                              "cast, add, rsqrt, mul, cast, mul"),
+    "l2norm_rows_fp32": ("row", "sum", "square", "sqrt, div"),
+    "l1norm_rows_bf16": ("row", "sum", "abs", "div"),
+    "normalize_channels_fp32": ("strided", "sum", "square", "sqrt, clamp, div"),
+    "group_norm_bf16": ("row", "group_norm", "-", "-"),
+    "instance_norm_fp32": ("row", "layer_norm", "-", "-"),
+    "batch_norm_fp32": ("batchnorm", "batch_norm", "-", "mul, add"),
+    "batch_norm_eval_bf16": ("pointwise", "pointwise", "sub, add, rsqrt, mul, mul, add, relu",
+                             "-"),
+    "frobenius_norm_fp32": ("reduce_map", "sum", "square", "sqrt, div"),
+    "batch_center_fp32": ("reduce_map", "mean", "-", "sub"),
+    "smooth_l1_loss_fp32": ("row", "mean", "sub, abs, square, mul, sub, lt, where", "-"),
+    "kl_div_bf16": ("row", "mean", "log, log, sub, mul, eq, where", "-"),
+    "selu_bf16": ("pointwise", "pointwise", "selu", "-"),
+    "masked_scale_fp32": ("pointwise", "pointwise", "where, mul", "-"),
+    "max_pool2d_fp32": ("pool", "max_pool", "-", "-"),
+    "max_pool2d_dilated_bf16": ("pool", "max_pool", "-", "-"),
+    "avg_pool2d_fp32": ("pool", "avg_pool", "-", "-"),
+    "avg_pool1d_fp32": ("pool", "avg_pool", "-", "-"),
+    "max_pool1d_bf16": ("pool", "max_pool", "-", "-"),
+    "max_pool3d_fp32": ("pool", "max_pool", "-", "-"),
+    "avg_pool3d_bf16": ("pool", "avg_pool", "-", "-"),
+    "global_avg_pool_bf16": ("row", "mean", "-", "-"),
+}
+#: Bundled GEMM tasks of issue 19 (tril / triu of the product, einsum, ops after the row
+#: reduction): name -> the description's distinctive part.
+BUNDLED_GEMM19 = {
+    "tril_matmul_bf16": "torch.tril of the result",
+    "triu_matmul_fp32": "torch.triu of the result",
+    "einsum_bmm_bf16": "einsum (bij,bjk->bik)",
+    "gemm_lse_mish_bf16": "then logsumexp over N, then mish",
+    "gemm_bn_gelu_gn_mean_relu_fp32": "chain of 4 kernels",
+    "gemm_gn_swish_bf16": "chain of 3 kernels",
+    "rmsnorm_linear_gelu_bf16": "chain of 2 kernels",
+}
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
-    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS):
+    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS, GEMM19_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():
             return p
@@ -61,8 +113,14 @@ def task_path(name: str) -> Path:
 
 
 def covered_task_names() -> list[str]:
-    """Every covered task: the bundled ones, then ours."""
+    """Every covered task of the first families: the bundled ones, then ours (the reductions
+    of issue 19 are listed by :func:`reduce_task_names`)."""
     return sorted(BUNDLED_COVERED) + sorted(p.stem for p in TASKS.glob("*.py"))
+
+
+def reduce_task_names() -> list[str]:
+    """Issue 19's covered tasks: the bundled reductions and norms, then the small ones."""
+    return sorted(BUNDLED_REDUCE) + sorted(p.stem for p in REDUCE_TASKS.glob("*.py"))
 
 
 @cache
@@ -86,6 +144,8 @@ def variants(name: str) -> list[tuple[str, bool]]:
 
     plan = plan_of(name)
     values, choices = knobs(plan)
+    if "strategy" not in choices:  # one way only (the pool family)
+        return [("default", True)]
     out = [(s, True) for s in choices["strategy"]]
     if can_split(plan):
         out.append((values["strategy"], False))
@@ -105,7 +165,7 @@ def rendered(name: str, strategy: str | None = None, fused: bool = True,
     from cutegen.codegen.families.render import render
 
     tun = dict(extra)
-    if strategy is not None:
+    if strategy is not None and strategy != "default":
         tun["strategy"] = strategy
     return render(plan_of(name), task_path(name).read_text(), tunables=tun, fused=fused)
 
@@ -143,7 +203,8 @@ def shapes(name: str, *, max_rows: int = 512) -> list[dict]:
         with torch.device("meta"):
             inputs = module.get_inputs()
         init = list(module.get_init_inputs())
-        specs = [{"shape": list(t.shape), "dtype": str(t.dtype)[6:]} for t in inputs]
+        specs = [{"shape": list(t.shape), "dtype": str(t.dtype)[6:]} if isinstance(t, torch.Tensor)
+                 else {"value": t} for t in inputs]
         label = "x".join(str(s) for s in inputs[0].shape)
         out.append({"label": label, "init": init, "inputs": specs})
     return out

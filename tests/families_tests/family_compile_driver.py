@@ -3,7 +3,7 @@
     python family_compile_driver.py CASES.json
 
 CASES.json is a list of ``{"file": CANDIDATE.py, "init": [...], "inputs": [{"shape": [...],
-"dtype": "bfloat16", "offset": 0}]}``. For each case the candidate is imported from its file
+"dtype": "bfloat16", "offset": 0}]}`` (an input ``{"value": 3.14}`` is a Python number). For each case the candidate is imported from its file
 and ``ModelNew(*init)(*inputs)`` runs on CPU tensors with the DSL's compile wrapped as in
 ``tests/codegen_tests/seed_compile_driver.py`` (whose helpers this reuses): each compiled
 kernel's register count, stack frame, SASS memory-op counts and math / TMA instruction counts
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             model = module.ModelNew(*case.get("init", []))
-            inputs = [seed._make_input(s) for s in case["inputs"]]
+            inputs = [s["value"] if "value" in s else seed._make_input(s) for s in case["inputs"]]
             model(*inputs)
         except Exception:
             error = traceback.format_exc(limit=12)

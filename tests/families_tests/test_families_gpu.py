@@ -2,6 +2,9 @@
 
     pytest -m gpu tests/families_tests/test_families_gpu.py -q -s
 
+Issue 19's cases (reductions over any dims, norms, losses, masks) have ids starting ``r19-``:
+select them with ``-k r19``.
+
 Each case renders a candidate, evaluates it with :class:`LocalEvaluator` (the harness a
 search uses: main shape with three input distributions, every VERIFY_SHAPE — 1 row, 127
 rows, row lengths that are no multiple of the vector width or the tile, very long rows —,
@@ -41,11 +44,20 @@ CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.TASKS.glob("
 #: bundled task that offers it: the approximation must stay inside the task's tolerance.
 CASES += [(name, fd.variants(name)[0][0], True, True) for name in sorted(fd.BUNDLED_COVERED)
           if fd.offers_fast_math(name)]
+#: Issue 19: reductions over any dims and norms: the bundled tasks' default candidates, and
+#: every strategy of the small tasks in reduce_tasks/ (awkward hidden shapes).
+CASES += [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_REDUCE)]
+CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
+          for s, f in fd.variants(name)]
+
+
+_R19 = set(fd.reduce_task_names())
 
 
 def _id(case) -> str:
     name, strategy, fused, fast = case
-    return f"{name}-{strategy}" + ("" if fused else "-unfused") + ("-fast_math" if fast else "")
+    return (("r19-" if name in _R19 else "") + f"{name}-{strategy}" + ("" if fused else "-unfused")
+            + ("-fast_math" if fast else ""))
 
 
 @pytest.fixture(scope="session")

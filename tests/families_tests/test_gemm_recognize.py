@@ -58,12 +58,12 @@ EXTRA = {
                          "matrix", {}),  # three swaps of w: read as stored [N, K]
     "rec_permute_bt_bf16": ({**_LIN, **_BF, "a": "a", "b": "b"}, "add", "matrix",
                             {"bias": "col"}),
+    "rec_mean_then_scale_fp32": ({**_MM, **_F32, "a": "a", "b": "b", "reduce": "mean"}, "-",
+                                 "rows", {}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).
 NEGATIVE = {
-    "rec_neg_softmax": ("softmax", ["torch.softmax", "matrix product"]),
     "rec_neg_computed_operand": ("torch.matmul", ["A operand", "computed by", "mul"]),
-    "rec_neg_two_products": ("nn.Linear", ["more than one matrix product"]),
     "rec_neg_broadcast_batch": ("torch.matmul", ["batch dims broadcast"]),
     "rec_neg_transposed_3d": ("torch.matmul", ["transposed 3-d A"]),
     "rec_neg_4d": ("@ (matmul)", ["@ (matmul) of 4-d and 4-d operands"]),
@@ -71,9 +71,6 @@ NEGATIVE = {
     "rec_neg_mixed": ("mixed dtypes", ["mixed dtypes (bfloat16 and float32)"]),
     "rec_neg_batch_transpose": ("transpose", ["dims [0, 1]", "last two dims"]),
     "rec_neg_matvec": ("torch.matmul", ["matrix-vector"]),
-    "rec_neg_reduce_dim0": ("sum", ["dim 0", "last dimension"]),
-    "rec_neg_after_reduce": ("mean", ["after the mean"]),
-    "rec_neg_argmax": ("argmax", ["torch.argmax"]),
     "rec_neg_operand_reused": ("transpose", ["Tensor.t", "used both"]),
 }
 

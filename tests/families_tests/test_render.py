@@ -14,8 +14,9 @@ from cutegen.codegen.families.template import TemplateError, apply_directives, s
 
 #: Every task's default and unfused variants; every strategy of one task per family (the
 #: strategies of a task differ only in the TUNABLES literal).
-_ALL_STRATEGIES = ("softmax_scale_bias_bf16", "cumsum_reverse_fp32", "swish_gate_bf16")
-CASES = [(n, s, f) for n in fd.covered_task_names()
+_ALL_STRATEGIES = ("softmax_scale_bias_bf16", "cumsum_reverse_fp32", "swish_gate_bf16",
+                   "sum_dim0_keepdim_bf16", "l2norm_dim1_3d_fp32", "batch_norm_1d_fp32")
+CASES = [(n, s, f) for n in fd.covered_task_names() + fd.reduce_task_names()
          for i, (s, f) in enumerate(fd.variants(n)) if i == 0 or not f or n in _ALL_STRATEGIES]
 
 
@@ -39,10 +40,15 @@ def test_rendered_candidate_keeps_the_contract(name, strategy, fused):
     forward = next(f for f in classes["ModelNew"].body if isinstance(f, ast.FunctionDef))
     assert [a.arg for a in forward.args.args[1:]] == list(plan.forward_args)
     tunables = parse_tunables(code)
-    assert tunables["strategy"].value == strategy
+    assert tunables["strategy"].value == strategy if "strategy" in tunables else (
+        strategy == "default")
     for t in tunables.values():
         assert t.value in t.choices and t.movable
-    assert (any(k.startswith("pw_") for k in tunables)) == (not fused and plan.family != "pointwise")
+    # a row pass and a pointwise pass (a chain: whatever its stages have)
+    two_kernel_kinds = plan.family in ("batchnorm", "reduce_map")
+    if plan.family != "chain":
+        assert (any(k.startswith("pw_") for k in tunables)) == (
+            (not fused and plan.family != "pointwise") or two_kernel_kinds)
 
 
 @pytest.mark.parametrize("name", ["softmax_bf16", "layernorm_relu_fp32", "cumsum_fp32",

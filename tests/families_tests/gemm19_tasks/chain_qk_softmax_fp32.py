@@ -1,4 +1,4 @@
-"""A softmax of a matmul (attention without the second product)."""
+"""A softmax of a matmul (attention without the second product): the GEMM, then softmax."""
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,4 @@
-"""A softmax over the product of two matrices: the gemm family does not fuse a softmax."""
+"""A softmax over the product of two matrices: the GEMM, then the row family's softmax."""
 import torch
 import torch.nn as nn
 

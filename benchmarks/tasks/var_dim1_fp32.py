@@ -1,0 +1,24 @@
+"""Unbiased variance over the middle dim of (B, R, C), fp32, (32, 4096, 2048) -> (32, 2048)."""
+import torch
+import torch.nn as nn
+
+batch_size = 32
+dim1 = 4096
+dim2 = 2048
+DTYPE = torch.float32
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim1": 127, "dim2": 1000}, {"batch_size": 3, "dim1": 2, "dim2": 4097},
+                 {"batch_size": 2, "dim1": 8191, "dim2": 8}]
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.var(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return []

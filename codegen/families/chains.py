@@ -1,0 +1,115 @@
+"""Chains of family kernels: a forward with several anchors in a row (a matrix product, then a
+norm, a pooling or a reduction of what it wrote, then more) becomes one plan per kernel.
+
+The forward is cut at the input of every anchor after the first (the value the next family
+kernel reads): stage j computes everything after cut j - 1 up to cut j, with cut j - 1 read
+as a new input ``_stage{j-1}`` (the tensor the previous kernel wrote, in the dtype the
+reference has there). Each stage is matched as a forward of its own, so it fuses the
+pointwise ops around its anchor as any plan does: a level-2 GEMM chain (Gemm -> BatchNorm ->
+GELU -> GroupNorm -> mean -> ReLU) is the GEMM with its bias, batch norm with GELU fused
+into its normalising pass, group norm, and the mean with the ReLU.
+
+A chain is covered when every stage is, and no value computed before a cut is used after it
+except through the cut (that value would need a kernel output of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from cutegen.codegen.families.capture import Captured, Node
+from cutegen.codegen.families.matcher import Matcher, NotCoveredError
+from cutegen.codegen.families.ops import MATMUL_OPS, POOL_OPS, ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.plan import Chain, Plan
+
+#: Ops that start a family kernel of their own.
+ANCHOR_OPS = MATMUL_OPS | ROW_OPS | SCAN_OPS | POOL_OPS
+
+
+def is_anchor(n: Node) -> bool:
+    """Whether a captured node starts a family kernel (max / min of two tensors do not)."""
+    return n.kind == "call" and n.op in ANCHOR_OPS and not (
+        n.op in ("max", "min") and "other" in n.tensors)
+
+
+def anchors_of(m: Matcher, out: int) -> list[int]:
+    """The anchors the output depends on, in graph order."""
+    return sorted(i for i in m.ancestors(out) if is_anchor(m.node(i)))
+
+
+def _stage(cap: Captured, m: Matcher, start: int | None, end: int, j: int) -> Captured:
+    """The forward of stage j: the nodes after ``start`` up to ``end``, ``start`` read as the
+    input ``_stage{j-1}``."""
+    before = m.ancestors(start) if start is not None else set()
+    needed = m.ancestors(end)
+    nodes: list[Node] = []
+    for n in cap.nodes:
+        if n.id == start:
+            nodes.append(Node(n.id, "input", f"_stage{j - 1}", shape=n.shape, dtype=n.dtype))
+        elif n.kind in ("input", "param", "output"):
+            nodes.append(n)
+        elif n.id in needed and n.id not in before:
+            for t in n.tensors.values():
+                if t in before and t != start and m.node(t).kind == "call":
+                    raise NotCoveredError(
+                        f"the result of {m.node(t).target or m.node(t).op} is used by two kernels "
+                        "of a chain (only the value one kernel writes reaches the next)",
+                        m.node(t).op)
+            nodes.append(n)
+    args = cap.forward_args + ((f"_stage{j - 1}",) if start is not None else ())
+    return replace(cap, nodes=tuple(nodes), output=end, forward_args=args)
+
+
+def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
+    """The chain of one plan per anchor (see the module docstring); ``match`` recognises one
+    stage (a forward with one anchor). A stage whose pointwise tail does not fuse into its
+    kernel (an operand the family cannot broadcast there, e.g. a per-channel scale after a
+    group norm) is cut after its anchor: the tail runs as a pointwise kernel of its own.
+
+    Raises:
+        NotCoveredError: a stage is not covered (its reason, with its place in the chain), or
+            a value crosses a cut.
+    """
+    m = Matcher(cap)
+    anchors = anchors_of(m, cap.output)
+    cuts: list[int] = []
+    for a in anchors[1:]:
+        n = m.node(a)
+        x = n.tensors.get("mat1" if n.op == "addmm" else "input")
+        if x is None or m.node(x).kind != "call" or (cuts and x <= cuts[-1]):
+            raise NotCoveredError(f"{n.target or n.op} does not read the previous kernel's result",
+                                  n.op)
+        cuts.append(x)
+    names = ", ".join(m.node(a).op for a in anchors)
+    for _ in range(len(anchors) + 1):
+        plans: list[Plan] = []
+        ends = cuts + [cap.output]
+        retry = None
+        for j, end in enumerate(ends):
+            start = cuts[j - 1] if j else None
+            stage = _stage(cap, m, start, end, j)
+            try:
+                plan = match(stage)
+            except NotCoveredError as e:
+                inside = [a for a in anchors if a in m.ancestors(end) and (
+                    start is None or a not in m.ancestors(start))]
+                if e.nc.op == "broadcast" and inside and inside[-1] not in cuts \
+                        and inside[-1] != end and m.node(inside[-1]).dtype:
+                    retry = inside[-1]  # cut after the anchor: its tail as a kernel of its own
+                    break
+                raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of a chain of {len(ends)}:"
+                                      f" {names})", e.nc.op) from e
+            if j + 1 < len(ends) and plan.out_shape in ("scalar",):
+                raise NotCoveredError(f"kernel {j + 1} of a chain writes a loss", plan.op)
+            plans.append(plan)
+        if retry is None:
+            break
+        cuts = sorted(set(cuts) | {retry})
+    leaves = {lf.name: lf for p in plans for lf in p.leaves if not lf.name.startswith("_stage")}
+    desc = " -> ".join(f"[{p.family}] {p.description}" for p in plans)
+    last = plans[-1]
+    return Plan("chain", "+".join(p.op for p in plans), tuple(leaves.values()), plans[0].main,
+                Chain((), f"@{plans[0].main}"), Chain((), "%y"), (("stages", tuple(plans)),),
+                last.out_dtype, last.out_shape, cap.forward_args,
+                f"chain of {len(plans)} kernels: {desc}")

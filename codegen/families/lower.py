@@ -1,0 +1,300 @@
+"""Lowering: composite ops of a captured forward rewritten as the primitive ops recognition
+matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
+
+* ``torch.norm`` / ``x.norm`` / ``torch.linalg.vector_norm`` over some dims (p = 2 or "fro":
+  ``sqrt(sum(x * x))``; p = 1: ``sum(abs(x))``; p = inf / -inf: ``amax`` / ``amin`` of
+  ``abs(x)``; another p > 0: ``sum(abs(x) ** p) ** (1 / p)``);
+* ``F.normalize(x, p, dim, eps)``: ``x / clamp(norm(x, p, dim, keepdim=True), min=eps)``;
+* ``nn.BatchNormNd`` / ``F.batch_norm`` with running statistics (eval mode):
+  ``(x - mean) * rsqrt(var + eps) * weight + bias``, each statistic and parameter read per
+  channel (viewed (1, C, 1, ...)): pointwise, so it fuses with whatever surrounds it;
+* the regression losses ``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss`` (beta),
+  ``F.huber_loss`` (delta) and ``F.kl_div`` (log_target, reduction "batchmean" = the sum over
+  the batch size, read at run time), and their modules: the elementwise loss as pointwise
+  ops, then a mean / sum over every element (reduction "none": no reduction);
+* adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
+  dims, keepdim;
+* ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
+  "bij,bkj->bik", "ki,kj->ij" ...): a ``matmul`` of the operands, each transposed as its
+  letters say.
+
+The rewritten graph keeps node ids in topological order (every node is renumbered), so a
+chain built from it is in evaluation order. A composite op with arguments outside these
+forms is left as it is, and recognition names it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from cutegen.codegen.families.capture import Captured, Node
+
+_INF = float("inf")
+
+
+class _Builder:
+    """The rewritten node list: new ids in order, and old id -> new id of each value."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.new_id: dict[int, int] = {}
+
+    def add(self, node: Node, old: int | None = None) -> int:
+        i = len(self.nodes)
+        self.nodes.append(replace(node, id=i))
+        if old is not None:
+            self.new_id[old] = i
+        return i
+
+    def call(self, op: str, target: str, tensors: dict[str, int], consts: dict, like: Node,
+             shape: tuple[int, ...] | None = None) -> int:
+        return self.add(Node(0, "call", op, target, tensors, consts,
+                             like.shape if shape is None else shape, like.dtype))
+
+
+def _p_of(n: Node) -> object:
+    key = "ord" if n.op == "vector_norm" else "p"
+    default = 2.0 if n.op in ("vector_norm", "normalize") else "fro"
+    p = n.consts.get(key, default)
+    return "fro" if p is None else p
+
+
+def _norm(b: _Builder, n: Node, x: int, src: Node, dim: object, keepdim: bool,
+          shape: tuple[int, ...]) -> int | None:
+    """New nodes computing the p-norm of new node ``x`` over ``dim``; None: a form not lowered."""
+    p = _p_of(n)
+    if p == "fro" or p == 2 or p == 2.0:
+        pre, stat, post = "square", "sum", "sqrt"
+    elif p == 1 or p == 1.0:
+        pre, stat, post = "abs", "sum", ""
+    elif p in (_INF, "inf"):
+        pre, stat, post = "abs", "amax", ""
+    elif p in (-_INF, "-inf"):
+        pre, stat, post = "abs", "amin", ""
+    elif isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 and math.isfinite(p):
+        pre, stat, post = "pow", "sum", "pow"
+    else:
+        return None
+    target = f"{n.target} (p={p})"
+    if pre == "pow":
+        t = b.call("abs", target, {"input": x}, {}, src)
+        t = b.call("pow", target, {"input": t}, {"exponent": float(p)}, src)
+    else:
+        t = b.call(pre, target, {"input": x}, {}, src)
+    red = b.call(stat, target, {"input": t}, {"dim": dim, "keepdim": keepdim}, n, shape)
+    if post == "sqrt":
+        return b.call("sqrt", target, {"input": red}, {}, n, shape)
+    if post == "pow":
+        return b.call("pow", target, {"input": red}, {"exponent": 1.0 / float(p)}, n, shape)
+    return red
+
+
+def _lower_norm(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    if n.consts.get("dtype") is not None or "input" not in n.tensors or set(n.tensors) != {"input"}:
+        return None
+    x_old = n.tensors["input"]
+    return _norm(b, n, b.new_id[x_old], nodes[x_old], n.consts.get("dim"),
+                 bool(n.consts.get("keepdim") or False), n.shape)
+
+
+def _lower_normalize(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    if set(n.tensors) != {"input"}:
+        return None
+    x_old = n.tensors["input"]
+    src = nodes[x_old]
+    dim = n.consts.get("dim", 1)
+    if not isinstance(dim, int):
+        return None
+    nd = len(src.shape)
+    kshape = tuple(1 if d == dim % max(nd, 1) else s for d, s in enumerate(src.shape))
+    x = b.new_id[x_old]
+    norm = _norm(b, n, x, src, dim, True, kshape)
+    if norm is None:
+        return None
+    eps = float(n.consts.get("eps", 1e-12))
+    den = b.call("clamp", n.target, {"input": norm}, {"min": eps}, n, kshape)
+    return b.call("div", n.target, {"input": x, "other": den}, {}, n)
+
+
+def _channel_operand(b: _Builder, n: Node, key: str, x: Node) -> int | None:
+    """A new node reading the norm's per-channel ``key`` tensor viewed (1, C, 1, ...)."""
+    nd = len(x.shape)
+    view = (1, x.shape[1]) + (1,) * (nd - 2)
+    if key in n.tensors:
+        src = b.new_id[n.tensors[key]]
+        like = b.nodes[src]
+    else:
+        spec = n.consts.get(key)
+        if not isinstance(spec, dict) or "path" not in spec:
+            return None
+        like = Node(0, "param", spec["path"], shape=tuple(spec["shape"]), dtype=spec["dtype"])
+        src = b.add(like)
+    if [d for d in like.shape if d != 1] != [x.shape[1]]:
+        return None
+    return b.add(Node(0, "call", "view", f"{n.target} ({key})", {"input": src}, {}, view,
+                      like.dtype))
+
+
+def _lower_batch_norm(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """Batch norm with running statistics (see the module docstring); None in training mode."""
+    if n.consts.get("training", False) or "input" not in n.tensors:
+        return None
+    x_old = n.tensors["input"]
+    x = nodes[x_old]
+    eps = n.consts.get("eps", 1e-5)
+    if len(x.shape) < 2 or not isinstance(eps, (int, float)):
+        return None
+    ops = {k: _channel_operand(b, n, k, x) for k in ("running_mean", "running_var", "weight",
+                                                     "bias")}
+    if ops["running_mean"] is None or ops["running_var"] is None:
+        return None
+    cshape = b.nodes[ops["running_var"]].shape
+    t = b.call("sub", n.target, {"input": b.new_id[x_old], "other": ops["running_mean"]}, {}, n)
+    v = b.call("add", n.target, {"input": ops["running_var"]}, {"other": float(eps)}, n, cshape)
+    v = b.call("rsqrt", n.target, {"input": v}, {}, n, cshape)
+    t = b.call("mul", n.target, {"input": t, "other": v}, {}, n)
+    if ops["weight"] is not None:
+        t = b.call("mul", n.target, {"input": t, "other": ops["weight"]}, {}, n)
+    if ops["bias"] is not None:
+        t = b.call("add", n.target, {"input": t, "other": ops["bias"]}, {}, n)
+    return t
+
+
+def _lower_loss(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A regression loss (see the module docstring); None for a form not lowered."""
+    import torch
+
+    if "input" not in n.tensors or "target" not in n.tensors:
+        return None
+    if any(n.consts.get(k) is not None for k in ("size_average", "reduce")):
+        return None
+    x_old, t_old = n.tensors["input"], n.tensors["target"]
+    x, t = b.new_id[x_old], b.new_id[t_old]
+    shape = tuple(torch.broadcast_shapes(nodes[x_old].shape, nodes[t_old].shape))
+    like = nodes[x_old]
+    tgt = n.target
+
+    def call(op: str, tensors: dict[str, int], consts: dict | None = None) -> int:
+        return b.call(op, tgt, tensors, consts or {}, like, shape)
+
+    op = n.op
+    if op == "kl_div":
+        if n.consts.get("log_target"):
+            loss = call("mul", {"input": call("exp", {"input": t}),
+                                "other": call("sub", {"input": t, "other": x})})
+        else:  # target * (log(target) - input), 0 where target is 0 (torch's xlogy)
+            raw = call("mul", {"input": t, "other": call("sub", {"input": call("log", {"input": t}),
+                                                                 "other": x})})
+            loss = call("where", {"condition": call("eq", {"input": t}, {"other": 0.0}),
+                                  "other": raw}, {"input": 0.0})
+    else:
+        d = call("sub", {"input": x, "other": t})
+        if op == "mse_loss":
+            loss = call("square", {"input": d})
+        elif op == "l1_loss":
+            loss = call("abs", {"input": d})
+        else:
+            key = "beta" if op == "smooth_l1_loss" else "delta"
+            w = n.consts.get(key, 1.0)
+            if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
+                return None
+            ad = call("abs", {"input": d})
+            if w == 0:
+                loss = ad
+            else:
+                sq = call("mul", {"input": call("square", {"input": d})},
+                          {"other": 0.5 / w if op == "smooth_l1_loss" else 0.5})
+                lin = call("sub", {"input": ad}, {"other": 0.5 * w})
+                if op == "huber_loss":
+                    lin = call("mul", {"input": lin}, {"other": float(w)})
+                small = call("lt", {"input": ad}, {"other": float(w)})
+                loss = call("where", {"condition": small, "input": sq, "other": lin})
+    reduction = n.consts.get("reduction", "mean")
+    if reduction == "none":
+        return loss
+    if reduction not in ("mean", "sum", "batchmean") or (reduction == "batchmean"
+                                                          and op != "kl_div"):
+        return None
+    consts: dict = {"dim": None, "keepdim": False}
+    if reduction == "batchmean":  # the sum over the batch size, whatever the shape
+        consts["count_dims"] = [0]
+    return b.call("sum" if reduction == "sum" else "mean", tgt, {"input": loss}, consts, n, ())
+
+
+def _lower_adaptive(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """Adaptive pooling to an output of size 1 in every spatial dim: a global mean / max."""
+    if "input" not in n.tensors or n.consts.get("return_indices"):
+        return None
+    x = nodes[n.tensors["input"]]
+    spatial = int(n.op[-2])
+    size = n.consts.get("output_size")
+    sizes = size if isinstance(size, list) else [size] * spatial
+    if len(sizes) != spatial or any(s != 1 for s in sizes) or len(x.shape) < spatial + 1:
+        return None
+    nd = len(x.shape)
+    dims = list(range(nd - spatial, nd))
+    op = "mean" if "avg" in n.op else "amax"
+    return b.call(op, n.target, {"input": b.new_id[n.tensors["input"]]},
+                  {"dim": dims, "keepdim": True}, n)
+
+
+def _lower_einsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A two-operand einsum that is a (batched) matrix product (see the module docstring)."""
+    eq = n.consts.get("equation")
+    if not isinstance(eq, str) or set(n.tensors) != {"a", "b"} or "->" not in eq:
+        return None
+    lhs, out = eq.replace(" ", "").split("->")
+    if lhs.count(",") != 1 or "." in eq:
+        return None
+    s1, s2 = lhs.split(",")
+    if not (len(s1) == len(s2) == len(out) and len(out) in (2, 3)):
+        return None
+    if len(out) == 3 and not (s1[0] == s2[0] == out[0]):
+        return None  # one leading batch dim, the same in all three
+    a2, b2, (i, j) = s1[-2:], s2[-2:], out[-2:]
+    ks = set(a2) & set(b2)
+    if len(ks) != 1 or len(set(a2)) != 2 or len(set(b2)) != 2:
+        return None
+    k = ks.pop()
+    if sorted(a2) != sorted(i + k) or sorted(b2) != sorted(k + j) or k in out:
+        return None
+    x, y = b.new_id[n.tensors["a"]], b.new_id[n.tensors["b"]]
+
+    def transposed(t: int) -> int:
+        src = b.nodes[t]
+        shape = (*src.shape[:-2], src.shape[-1], src.shape[-2])
+        return b.call("transpose", f"{n.target} ({eq})", {"input": t}, {"dims": [-2, -1]},
+                      src, shape)
+
+    if a2 != i + k:
+        x = transposed(x)
+    if b2 != k + j:
+        y = transposed(y)
+    return b.call("matmul", f"{n.target} ({eq})", {"input": x, "other": y}, {}, n)
+
+
+_LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+          "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
+          "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
+          "kl_div": _lower_loss,
+          **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
+          "einsum": _lower_einsum}
+
+
+def lower(cap: Captured) -> Captured:
+    """The captured forward with its composite ops rewritten (see the module docstring)."""
+    if cap.error or not any(n.kind == "call" and n.op in _LOWER for n in cap.nodes):
+        return cap
+    nodes = {n.id: n for n in cap.nodes}
+    b = _Builder()
+    for n in cap.nodes:
+        tensors = {k: b.new_id[v] for k, v in n.tensors.items()}
+        if n.kind == "call" and n.op in _LOWER:
+            new = _LOWER[n.op](b, n, nodes)
+            if new is not None:
+                b.new_id[n.id] = new
+                continue
+        b.add(replace(n, tensors=tensors), n.id)
+    output = b.new_id.get(cap.output, -1) if cap.output >= 0 else -1
+    return replace(cap, nodes=tuple(b.nodes), output=output)

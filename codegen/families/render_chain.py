@@ -1,0 +1,66 @@
+"""Rendering of a ``chain`` plan (:mod:`.chains`): one family kernel per stage, in one file.
+
+Each stage renders as its family does alone (its chain functions, kernel classes and forward
+body); the stage's chain functions are renamed ``_k{j}...`` so stages never share a name, the
+kernel classes and host helpers of the families are included once, and every stage but the
+last runs as a local function whose result (``out``) becomes the next stage's input
+``_stage{j}``. TUNABLES are the union of the stages' knobs (the families name theirs apart;
+``fast_math`` and ``vec_bits`` mean the same in every family). A pointwise kernel is defined
+once: when stages render it under two knob prefixes (a pointwise stage's ``threads``, a
+batch norm's ``pw_threads``), the last definition serves both.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from cutegen.codegen.families.plan import Plan
+
+_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
+
+
+def chain_knobs(plan: Plan) -> tuple[dict, dict]:
+    """The union of the stages' TUNABLES and TUNABLE_CHOICES."""
+    from cutegen.codegen.families.render import knobs
+
+    values: dict = {}
+    choices: dict = {}
+    for st in plan.param("stages"):
+        v, c = knobs(st)
+        for k in v:
+            values.setdefault(k, v[k])
+            choices.setdefault(k, c[k])
+    return values, choices
+
+
+def chain_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a chain plan."""
+    from cutegen.codegen.families.render import family_parts
+
+    stages = plan.param("stages")
+    funcs: list[str] = []
+    body: list[str] = []
+    seen: set[str] = set()
+    lines: list[str] = []
+    for j, st in enumerate(stages):
+        f, b, fwd = family_parts(st)
+        names = [n for text in f for n in _DEF.findall(text)]
+        for name in names:
+            pat = re.compile(rf"\b{re.escape(name)}\b")
+            f = [pat.sub(f"_k{j}{name}", text) for text in f]
+            fwd = pat.sub(f"_k{j}{name}", fwd)
+        funcs += f
+        for part in b:
+            text = part.strip("\n")
+            if text not in seen:
+                seen.add(text)
+                body.append(text)
+        if j + 1 < len(stages):
+            # the forward's arguments as parameters: a stage may rebind their names
+            args = ", ".join(plan.forward_args)
+            lines += [f"def _run_stage{j}({args}):", textwrap.indent(fwd, "    "),
+                      f"_stage{j} = _run_stage{j}({args})"]
+        else:
+            lines.append(fwd)
+    return funcs, body, "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Rendering of the ``pool`` family (``templates/pool.py.tmpl``, class ``PoolKernel``): the
+forward views x as (planes, *spatial), computes the output sizes as torch does and launches
+one thread per output element."""
+
+from __future__ import annotations
+
+from cutegen.codegen.families.operands import Operands, source
+from cutegen.codegen.families.plan import Leaf, Plan
+from cutegen.codegen.families.pointwise import chain_function
+from cutegen.codegen.families.template import render_template
+
+_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
+           "float16": "torch.float16"}
+#: The pool kernel's knobs: threads per CTA (one output element each); one strategy only.
+POOL_KNOBS = ({"threads": 256}, {"threads": [128, 256, 512]})
+
+
+def _wrapped(lf: Leaf) -> str:
+    src = source(lf)
+    if lf.kind == "full":
+        return f"_as_full({src}, shape, 1, main.numel()).view(-1)"
+    if lf.kind == "scalar":
+        return f"_as_one({src})"
+    return src
+
+
+def pool_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a pool plan."""
+    sp = plan.param("spatial")
+    p = {k: tuple(plan.param(k)) for k in ("kernel", "stride", "padding", "dilation")}
+    dt = _DTYPES[plan.out_dtype]
+    ops = Operands()
+    ops.add(plan.leaf(plan.main), "main.view(-1)")
+    for n in list(plan.prologue.leaves()) + list(plan.epilogue.leaves()):
+        ops.add(plan.leaf(n), _wrapped(plan.leaf(n)))
+    funcs = [chain_function("_prologue", plan.prologue, ops.access,
+                            doc="The fused prologue: each input element's value."),
+             chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                            doc="The fused epilogue, applied to each window's result y.")]
+    lines = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
+             f"sizes = tuple(shape[-{sp}:])",
+             f"outs = _pool_out(sizes, {p['kernel']!r}, {p['stride']!r}, {p['padding']!r}, "
+             f"{p['dilation']!r}, {plan.param('ceil_mode')!r})",
+             f"out = torch.empty(tuple(shape[:-{sp}]) + outs, dtype={dt}, device=main.device)",
+             "if out.numel() == 0:", "    return out",
+             f"_pool_launch(_prologue, _epilogue, [{', '.join(ops.vec)}], "
+             f"[{', '.join(ops.rows)}], {ops.kinds()}, [{', '.join(ops.scalars)}], out, sizes, "
+             f"{p['kernel']!r}, {p['stride']!r}, {p['padding']!r}, {p['dilation']!r}, "
+             f"{plan.param('ceil_mode')!r}, {plan.param('mode')!r}, "
+             f"{plan.param('count_include_pad')!r}, {plan.param('divisor')!r})",
+             "return out"]
+    return funcs, [render_template("pool", {}, {})], "\n".join(lines)

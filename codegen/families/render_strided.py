@@ -1,0 +1,150 @@
+"""Rendering of the ``strided`` family: reductions over a middle run of dims (and the norms
+mapped back over them), in :class:`StridedKernel` (``templates/strided.py.tmpl``, one
+subclass per op in ``strided_<op>.py.tmpl``).
+
+The forward views x as (B, R, C) from the plan's dim groups (sizes read at run time, so
+hidden shapes reuse the file) and launches ``_strided_launch``. A ``two_stage`` plan (a
+trailing reduced run as well, e.g. dims (0, 2, 3) of (N, C, H, W)) first reduces each row of
+the trailing run with the row family into fp32 partials (the prologue runs there), then
+runs the strided kernel over those (the epilogue runs there).
+"""
+
+from __future__ import annotations
+
+from cutegen.codegen.families.operands import Operands, source
+from cutegen.codegen.families.plan import Leaf, Plan
+from cutegen.codegen.families.pointwise import chain_function
+from cutegen.codegen.families.reductions import runs, strided_groups
+from cutegen.codegen.families.rowops import ROW_OPS, STRIDED_OPS
+from cutegen.codegen.families.template import render_template
+
+_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
+           "float16": "torch.float16", "int64": "torch.int64"}
+#: The strided kernel's knobs (TUNABLES, TUNABLE_CHOICES); ``strategy``: "auto" (cut R into
+#: slices when the columns leave the GPU short of CTAs; a map keeps a thread's rows in
+#: registers when they fit), "no_split" (never cut R), "reload" (a map reads x twice).
+STRIDED_KNOBS = ({"strategy": "auto", "s_cols": 32, "s_threads": 256, "s_unroll": 4,
+                  "keep_vals": 64, "vec_bits": 128},
+                 {"strategy": ["auto", "no_split", "reload"], "s_cols": [8, 16, 32, 64],
+                  "s_threads": [128, 256, 512], "s_unroll": [1, 2, 4, 8],
+                  "keep_vals": [32, 64, 128], "vec_bits": [32, 64, 128]})
+#: The row kernel's knobs a two_stage plan adds (its first pass over the trailing run).
+ROW_STAGE_KNOBS = ({"vals_per_thread": 32, "cta_threads": 128, "max_cta_threads": 512,
+                    "cluster_max": 8, "unroll": 1},
+                   {"vals_per_thread": [8, 16, 32, 64], "cta_threads": [64, 128, 256],
+                    "max_cta_threads": [256, 512, 1024], "cluster_max": [1, 2, 4, 8],
+                    "unroll": [1, 2, 4]})
+
+
+def strided_knobs(plan: Plan) -> tuple[dict, dict]:
+    """Default TUNABLES and TUNABLE_CHOICES of a strided plan's file."""
+    values, choices = (dict(d) for d in STRIDED_KNOBS)
+    if not plan.param("map"):
+        del values["keep_vals"], choices["keep_vals"]
+        choices["strategy"] = ["auto", "no_split"]
+    if plan.param("layout") == "two_stage":
+        values.update(ROW_STAGE_KNOBS[0])
+        choices.update(ROW_STAGE_KNOBS[1])
+    return values, choices
+
+
+def _prod(dims: tuple[int, ...]) -> str:
+    return "math.prod(shape[d] for d in " + repr(tuple(dims)) + ")" if dims else "1"
+
+
+def _strided_wrapped(lf: Leaf) -> str:
+    """The forward expression giving leaf ``lf`` in the strided kernel's (B, R, C) frame."""
+    src = source(lf)
+    return {"full": f"_as_full({src}, shape, B * R, C).view(B, R, C)",
+            "col": f"_as_cols({src}, C)", "row": f"_as_rows({src}, R)",
+            "scalar": f"_as_one({src})"}.get(lf.kind, src)
+
+
+def _inner_wrapped(lf: Leaf) -> str:
+    """The forward expression giving leaf ``lf`` in the first (row) pass's (rows, N) frame."""
+    src = source(lf)
+    return {"full": f"_as_full({src}, shape, n_rows, n_cols)",
+            "col": f"_as_cols({src}, n_cols)", "row": f"_as_rows({src}, n_rows)",
+            "scalar": f"_as_one({src})"}.get(lf.kind, src)
+
+
+def _needs(ops: Operands, first: list[str], second: list[str]) -> tuple[tuple, tuple]:
+    vec_of = lambda names: {ops.access[n] for n in names if ops.access[n].startswith("v")}  # noqa: E731
+    a = vec_of(first)
+    b = a | vec_of(second)
+    return (tuple(i == 0 or f"v[{i}]" in a for i in range(len(ops.vec))),
+            tuple(i == 0 or f"v[{i}]" in b for i in range(len(ops.vec))))
+
+
+def _kinds(ops: Operands) -> tuple[str, ...]:
+    return tuple("full" if f else "col" for f in ops.full)
+
+
+def strided_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a strided plan."""
+    dims = tuple(plan.param("dims"))
+    nd = len(plan.leaf(plan.main).shape)
+    two = plan.param("layout") == "two_stage"
+    b_dims, r_dims, c_dims = strided_groups(nd, dims)
+    spec = STRIDED_OPS[plan.op]
+    keep = bool(plan.param("keepdim"))
+    dt = _DTYPES[plan.out_dtype]
+    lines = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
+             f"B, R, C = {_prod(b_dims)}, {_prod(r_dims)}, {_prod(c_dims)}"]
+    if plan.param("map"):
+        lines += [f"out = torch.empty(shape, dtype={dt}, device=main.device)"]
+        view = "out.view(B, R, C)"
+    else:
+        lines += [f"out = torch.empty(_reduced(shape, {dims!r}, {keep}), dtype={dt}, "
+                  "device=main.device)"]
+        view = "out.view(B, C)"
+    lines += ["if out.numel() == 0:", "    return out"]
+    opts = spec.opts(plan)
+    count = "R"
+    body = [render_template("strided", {}, {})] + [render_template(p, {}, {}) for p in spec.parts]
+    funcs: list[str] = []
+    if two:
+        r2 = runs(nd, dims)[-1][1]
+        count = f"R * {_prod(r2)}"
+        lines += [f"n_cols = {_prod(r2)}", "n_rows = main.numel() // max(n_cols, 1)"]
+        inner = Operands()
+        inner.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
+        for n in plan.prologue.leaves():
+            inner.add(plan.leaf(n), _inner_wrapped(plan.leaf(n)))
+        need, _ = _needs(inner, list(plan.prologue.leaves()), [])
+        outer = Operands()
+        outer.vec.append("part.view(B, R, C)")
+        outer.full.append(True)
+        for n in plan.epilogue.leaves():
+            outer.add(plan.leaf(n), _strided_wrapped(plan.leaf(n)))
+        row = ROW_OPS[plan.op]
+        raw = tuple(kv for kv in row.opts(plan) if kv[0] not in ("mean", "count"))
+        funcs += [chain_function("_prologue", plan.prologue, inner.access,
+                                 doc="The fused prologue, in the first (row) pass."),
+                  chain_function("_epilogue", plan.epilogue, outer.access, epilogue=True,
+                                 doc="The fused epilogue, in the strided pass.")]
+        lines += ["part = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
+                  f"_row_reduce({row.cls}, _prologue, _ident_epi, {inner.args()}, part, "
+                  f"{need!r}, opts={raw!r})",
+                  f"_strided_launch({spec.cls}, _ident_pro, _epilogue, [{', '.join(outer.vec)}], "
+                  f"{_kinds(outer)!r}, [{', '.join(outer.rows)}], {outer.kinds()}, "
+                  f"[{', '.join(outer.scalars)}], {view}, (True,), (True,), "
+                  f"opts={opts!r} + ((\"count\", {count}),))", "return out"]
+        body = [render_template("row", {}, {})] + [render_template(p, {}, {}) for p in row.parts] \
+            + [render_template("row_reduce", {}, {})] + body
+        return funcs, body, "\n".join(lines)
+    ops = Operands()
+    ops.add(plan.leaf(plan.main), "main.view(B, R, C)")
+    for n in list(plan.prologue.leaves()) + list(plan.epilogue.leaves()):
+        ops.add(plan.leaf(n), _strided_wrapped(plan.leaf(n)))
+    need_stats, need_out = _needs(ops, list(plan.prologue.leaves()), list(plan.epilogue.leaves()))
+    funcs += [chain_function("_prologue", plan.prologue, ops.access,
+                             doc="The fused prologue: the value the kernel's op consumes."),
+              chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                             doc="The fused epilogue, applied to the op's result y.")]
+    lines.append(f"_strided_launch({spec.cls}, _prologue, _epilogue, [{', '.join(ops.vec)}], "
+                 f"{_kinds(ops)!r}, [{', '.join(ops.rows)}], {ops.kinds()}, "
+                 f"[{', '.join(ops.scalars)}], {view}, {need_stats!r}, {need_out!r}, "
+                 f"opts={opts!r} + ((\"count\", {count}),))")
+    lines.append("return out")
+    return funcs, body, "\n".join(lines)

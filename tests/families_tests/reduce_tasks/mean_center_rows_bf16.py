@@ -1,0 +1,26 @@
+"""Each row minus its mean (a reduction mapped back over its row)."""
+import torch
+import torch.nn as nn
+
+batch_size = 64
+dim = 1536
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{"batch_size": 1, "dim": 1}, {"batch_size": 127, "dim": 1000}, {"batch_size": 2, "dim": 65544}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x):
+        return x - x.mean(dim=-1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,122 @@
+"""Issue 19's reductions and norms compile for sm_90a on the CPU, with the SASS we design for:
+no local memory (no LDL / STL, zero stack frame) in any kernel, and 128-bit global loads
+(LDG.E.128) wherever the reduced layout allows (a row, or the strided family's columns, a
+multiple of 16 bytes; the pool family reads its windows with scalar loads).
+
+Cases (about 95 compiles, two child processes of ``family_compile_driver.py`` at once; CI
+time is kept in check by compiling each kernel shape's awkward paths once):
+
+* the default candidate of every bundled task of issue 19 on its main shape (leading size
+  capped at 512);
+* on each of its VERIFY_SHAPES (1, primes, odd columns, long and short reduced dims: the
+  scalar, masked and tiny paths) for one task per kernel shape (:data:`_HIDDEN_TASKS`);
+* the default candidate of every small task in ``reduce_tasks/`` on its main shape (their
+  hidden shapes run on the GPU);
+* every other strategy of a strided reduction, a row map and a pool, main shape.
+"""
+
+import json
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import _cutegen_famdata as fd  # registered by conftest.py
+import pytest
+
+pytestmark = [pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing"),
+              pytest.mark.slow]
+
+_ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1}
+#: One task per kernel shape whose other strategies are compiled too.
+_VARIANT_TASKS = ("sum_dim0_keepdim_bf16", "mean_center_rows_bf16", "max_pool2d_fused_fp32")
+#: One bundled task per kernel shape compiled on its hidden shapes too.
+_HIDDEN_TASKS = ("sum_dim1_fp32", "var_dim1_fp32", "argmin_dim1_bf16", "rmsnorm_channels_bf16",
+                 "mean_all_fp32", "sum_dims02_fp32", "group_norm_bf16", "batch_norm_fp32",
+                 "frobenius_norm_fp32", "max_pool2d_dilated_bf16", "masked_scale_fp32")
+
+
+def _build_cases() -> list[dict]:
+    cases = []
+    for name in fd.reduce_task_names():
+        variants = fd.variants(name)
+        shapes = fd.shapes(name) if name in _HIDDEN_TASKS else fd.shapes(name)[:1]
+        for shape in shapes:
+            cases.append({"name": name, "strategy": variants[0][0], "fused": True,
+                          "shape": shape, "group": "default"})
+        if name in _VARIANT_TASKS:
+            for strategy, fused in variants[1:]:
+                cases.append({"name": name, "strategy": strategy, "fused": fused,
+                              "shape": fd.shapes(name)[0], "group": "variant"})
+    return cases
+
+
+CASES = _build_cases()
+
+
+def _case_id(c: dict) -> str:
+    how = c["strategy"] + ("" if c["fused"] else "-unfused")
+    return f"{c['name']}-{how}-{c['shape']['label']}"
+
+
+@cache
+def _results(root: str) -> list[dict]:
+    root_p = Path(root)
+    files: dict[tuple, str] = {}
+    jobs = []
+    for i, c in enumerate(CASES):
+        key = (c["name"], c["strategy"], c["fused"])
+        if key not in files:
+            path = root_p / f"cand_{len(files)}.py"
+            path.write_text(fd.rendered(c["name"], c["strategy"], c["fused"]))
+            files[key] = str(path)
+        jobs.append({"file": files[key], "init": c["shape"]["init"],
+                     "inputs": c["shape"]["inputs"], "index": i})
+    out = fd.compile_jobs(jobs, root_p, len(CASES))
+    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
+    return out
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    return _results(str(tmp_path_factory.mktemp("reduce_compile")))
+
+
+def _vector_bytes(c: dict) -> int:
+    """Bytes of the contiguous run the family reads with vector loads (a row of the row
+    family's view, the strided family's columns), for the main operand of this case."""
+    plan = fd.plan_of(c["name"])
+    lf = plan.leaf(plan.main)
+    arg = plan.forward_args.index(lf.ref)
+    shape = c["shape"]["inputs"][arg]["shape"]
+    nd = len(shape)
+    if plan.family == "strided":
+        dims = plan.param("dims")
+        last_kept = [d for d in range(nd) if d not in dims]
+        if plan.param("layout") == "two_stage":
+            run = [d for d in range(max(last_kept) + 1, nd)]
+        else:
+            run = [d for d in range(nd) if d > max(dims)]
+    elif plan.op == "group_norm":
+        run = list(range(1, nd))
+    elif plan.family == "pointwise" or plan.param("layout") == "all":
+        run = [nd - 1]
+    else:
+        run = list(range(nd - plan.param("k", 1), nd))
+    n = 1
+    for d in run:
+        n *= shape[d]
+    return n * _ESIZE[lf.dtype]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_compiles_without_spills_and_vectorized(index, compiled):
+    c, res = CASES[index], compiled[index]
+    assert res["error"] is None, res["error"]
+    kernels = [k for comp in res["compiles"] for k in comp["kernels"].values()]
+    assert kernels, "forward compiled no kernel"
+    for k in kernels:
+        local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
+        assert not local and k.get("frame", 0) == 0, f"local memory: {k}"
+    if fd.plan_of(c["name"]).family != "pool" and _vector_bytes(c) % 16 == 0:
+        ops = {op for k in kernels for op in k["ops"]}
+        assert "LDG.E.128" in ops, ops
