@@ -1,7 +1,7 @@
 """Benchmark issue 19's kernel kinds (reductions over any dims, norms) on their bundled tasks
 (needs a GPU): the coverage table.
 
-    python benchmarks/bench_reduce.py [--strategies default|all] [--only sum,norm] [--runs 100]
+    python tools/bench_reduce.py [--strategies default|all] [--only sum,norm] [--runs 100]
                                       [--calibrate] [--out runs/bench_reduce]
 
 Each task's family candidates are rendered and evaluated by the search's own evaluator, as

@@ -1,7 +1,7 @@
 """The way on for a task no built-in family covers, end to end: the built-in rewriter refuses
 with the reason, then a mixed search gets its kernels from an LLM.
 
-    python benchmarks/llm_uncovered_demo.py [--compile-only] [--max-evals 12] [--out DIR]
+    python tools/llm_uncovered_demo.py [--compile-only] [--max-evals 12] [--out DIR]
 
 The task (``tests/families_tests/negative/scale_shift_repeat.py``) computes 2x + 1 through
 ``Tensor.repeat``, an op no family covers. First ``cutegen search TASK`` with the built-in

@@ -97,7 +97,7 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     """
     precision = _precision(plan)
     fp32 = precision in ("tf32", "3xtf32")
-    # fp32 (3xTF32) tile_n 192: on an H200 (benchmarks/bench_gemm.py, 2026-11-30) 1.94x eager
+    # fp32 (3xTF32) tile_n 192: on an H200 (tools/bench_gemm.py, 2026-11-30) 1.94x eager
     # fp32 at 4096^3 and 2.28x at 8192^3, against 1.35x / 1.37x with 128, at the same error
     values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": 64 if not fp32 else 32,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",

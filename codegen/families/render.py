@@ -57,7 +57,7 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     if plan.family == "gemm":
         return gemm_knobs(plan)
     if plan.family == "chain":
-        return chain_knobs(plan)
+        return chain_knobs(plan, knobs)
     if plan.family == "pool":
         values, choices = (dict(d) for d in POOL_KNOBS)
         if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
@@ -154,7 +154,7 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     parts = [head, "\n" + (tm.constants + "\n\n" if tm.constants else "\n") + tm.class_source,
              VPOW]
     if plan.family == "chain":
-        funcs, body, fwd = chain_parts(plan, values)
+        funcs, body, fwd = chain_parts(plan, values, family_parts)
     else:
         funcs, body, fwd = family_parts(plan, fused)
     parts += funcs + body

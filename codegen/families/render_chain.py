@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 
 from cutegen.codegen.families.plan import Plan
 
 _DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
 
-def chain_knobs(plan: Plan) -> tuple[dict, dict]:
-    """The union of the stages' TUNABLES and TUNABLE_CHOICES."""
-    from cutegen.codegen.families.render import knobs
-
+def chain_knobs(plan: Plan, knobs: Callable[[Plan], tuple[dict, dict]]) -> tuple[dict, dict]:
+    """The union of the stages' TUNABLES and TUNABLE_CHOICES (``knobs``: one stage's)."""
     values: dict = {}
     choices: dict = {}
     for st in plan.param("stages"):
@@ -34,10 +33,11 @@ def chain_knobs(plan: Plan) -> tuple[dict, dict]:
     return values, choices
 
 
-def chain_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
-    """(chain functions, kernel source parts, forward body) of a chain plan."""
-    from cutegen.codegen.families.render import family_parts
-
+def chain_parts(plan: Plan, values: dict,
+                family_parts: Callable[[Plan], tuple[list[str], list[str], str]]
+                ) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a chain plan
+    (``family_parts``: one stage's, from :mod:`.render`, which calls this)."""
     stages = plan.param("stages")
     funcs: list[str] = []
     body: list[str] = []

@@ -1,5 +1,5 @@
 """y = 2x + 1 through Tensor.repeat (an op no built-in family covers): the task for the way on
-when the built-in rewriter refuses (benchmarks/llm_uncovered_demo.py)."""
+when the built-in rewriter refuses (tools/llm_uncovered_demo.py)."""
 import torch
 import torch.nn as nn
 
