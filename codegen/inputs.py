@@ -85,20 +85,23 @@ def spec_of(x: Any) -> ArgSpec:
                     "are supported")
 
 
-def generate(specs: Sequence[ArgSpec], *, seed: int, distribution: str, device: str) -> list[Any]:
+def generate(specs: Sequence[ArgSpec], *, seed: int, distribution: str, device: str,
+             vary_scalars: bool = False) -> list[Any]:
     """Inputs for one trial. Deterministic in (specs, seed, distribution, device).
 
     Float tensors are drawn in float32 and cast, so every dtype sees the same values up
-    to rounding.
+    to rounding. With ``vary_scalars``, a float scalar argument of ``forward`` is scaled by
+    a factor in [0.5, 2) drawn from the seed: a kernel that baked the task's value in at
+    compile time is then wrong (ints and bools stay: they are sizes, dims and switches).
     """
     import torch
 
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     out: list[Any] = []
-    for s in specs:
+    for k, s in enumerate(specs):
         if s.kind == "value":
-            out.append(s.value)
+            out.append(vary_scalar(s.value, seed, k) if vary_scalars else s.value)
             continue
         dt = getattr(torch, s.dtype)
         if s.is_float:
@@ -110,6 +113,15 @@ def generate(specs: Sequence[ArgSpec], *, seed: int, distribution: str, device: 
             hi = max(s.high, s.low + 1)
             out.append(torch.randint(s.low, hi, s.shape, generator=gen, device=device, dtype=dt))
     return out
+
+
+def vary_scalar(value: Any, seed: int, index: int) -> Any:
+    """``value`` scaled by a factor in [0.5, 2) drawn from (seed, index) when it is a float."""
+    if type(value) is not float:
+        return value
+    import random
+
+    return value * random.Random((seed << 8) ^ index).uniform(0.5, 2.0)
 
 
 def refill(tensors: Sequence[Any], specs: Sequence[ArgSpec], *, seed: int, distribution: str) -> None:

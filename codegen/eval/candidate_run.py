@@ -242,7 +242,8 @@ class CandidateRun:
         for c in self.plan:
             if c.keep and c.k in self.slot_of and not f.timeout_phase and not f.error:
                 r = ref.call({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
-                              "seed": c.seed, "dist": c.dist}, timeout=o.run_timeout_s * 4)
+                              "seed": c.seed, "dist": c.dist, "vary": c.k != 0},
+                             timeout=o.run_timeout_s * 4)
                 f.timed_results.append((c.k, r))
         self.st.seconds["verify"] = self.st.seconds.get("verify", 0.0) + time.monotonic() - t0
         return f
@@ -251,13 +252,15 @@ class CandidateRun:
         f, o = self.st.facts, self.o
         ref = self.ev.ref
         t_prep = time.monotonic()
-        ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist},
-                 timeout=o.run_timeout_s * 4)
+        vary = c.k != 0  # the first call sees the task's own scalar values
+        prep = ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist,
+                         "vary": vary}, timeout=o.run_timeout_s * 4)
         self.st.seconds["inputs"] = self.st.seconds.get("inputs", 0.0) + time.monotonic() - t_prep
         out_bytes = int(self.info["shapes"][c.shape]["output_bytes"])
         prefill = sorted({max(512, out_bytes), max(512, 2 * out_bytes), 1 << 20})
         cmd = {"op": "call", "k": c.k, "shape": c.shape, "pattern": c.pattern,
-               "prefill": prefill, "ghost": c.role == "ghost"}
+               "prefill": prefill, "ghost": c.role == "ghost",
+               "scalars": prep.get("scalars") or {}}
         t0 = time.monotonic_ns()
         self.w.proc.send_line(cmd)
         msg, t1 = self._await("done", limit=o.run_timeout_s)

@@ -83,11 +83,12 @@ class Reference:
         self.models64: dict[int, Any] = {}
         self.buffers: dict[int, list[Any]] = {}  # shape -> shared input tensors (or scalars)
         self.private: dict[int, list[Any]] = {}  # shape -> this process's copy of them
-        self.current: dict[int, tuple[int, str]] = {}  # shape -> (seed, dist) in the buffers
+        self.current: dict[int, tuple[int, str, bool]] = {}  # shape -> (seed, dist, vary)
         self._allocs: list[int] = []
         self.slots: dict[int, list[Any]] = {}
         self.slot_budget = 0
         self._scratch_out: list[Any] = []
+        self.vary_scalars = True
 
     # -- shapes -----------------------------------------------------------------------
     def shape_configs(self, hidden: bool) -> tuple[list[dict[str, Any]], str]:
@@ -140,6 +141,8 @@ class Reference:
                 continue
             self.shapes.append(sh)
         dists = list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
+        # float scalars of forward vary between calls unless the task says they may not
+        self.vary_scalars = bool(getattr(self.mod, "VARY_SCALARS", True))
         bad = [d for d in dists if d not in DISTRIBUTIONS + EXTRA_DISTRIBUTIONS]
         if bad:
             raise TaskFault(f"INPUT_DISTRIBUTIONS names unknown distributions {bad}; "
@@ -298,19 +301,22 @@ class Reference:
             self.private[idx] = [b.clone() if isinstance(b, torch.Tensor) else b for b in bufs]
             sh["inputs"] = descs
 
-    def prepare(self, shape: int, seed: int, dist: str) -> dict[str, Any]:
+    def prepare(self, shape: int, seed: int, dist: str, vary: bool = False) -> dict[str, Any]:
         import torch
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
-        fresh = generate(specs, seed=seed, distribution=dist, device="cuda")
+        vary = vary and self.vary_scalars
+        fresh = generate(specs, seed=seed, distribution=dist, device="cuda", vary_scalars=vary)
+        scalars = {k: v for k, (sp, v) in enumerate(zip(specs, fresh, strict=True))
+                   if sp.kind == "value"}
         for dst, own, src in zip(self.buffers[shape], self.private[shape], fresh, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
                 own.copy_(src)
         del fresh
         torch.cuda.synchronize()
-        self.current[shape] = (seed, dist)
-        return {"ok": True}
+        self.current[shape] = (seed, dist, vary)
+        return {"ok": True, "scalars": scalars}
 
     # -- outputs ----------------------------------------------------------------------
     def _outputs(self, shape: int, descs: Any) -> tuple[list[Any] | None, str, str]:
@@ -360,9 +366,9 @@ class Reference:
         if outs is None:
             return {"passed": False, "verdict": verdict, "reason": reason}
         if mode == "compare":
-            seed, dist = self.current[shape]
+            seed, dist, vary = self.current[shape]
             try:
-                return self.compare_tensors(shape, seed, dist, outs)
+                return self.compare_tensors(shape, seed, dist, outs, vary)
             except TaskFault:
                 raise
             except torch.OutOfMemoryError:
@@ -380,17 +386,20 @@ class Reference:
         del outs, copies
         return {"passed": True, "kept": mode == "keep"}
 
-    def compare_kept(self, *, slot: int, shape: int, seed: int, dist: str) -> dict[str, Any]:
+    def compare_kept(self, *, slot: int, shape: int, seed: int, dist: str,
+                     vary: bool = False) -> dict[str, Any]:
         outs = self.slots.pop(slot, None)
         if outs is None:
             return {"passed": False, "verdict": "wrong", "reason": "nothing was kept in that slot"}
-        return self.compare_tensors(shape, seed, dist, outs)
+        return self.compare_tensors(shape, seed, dist, outs, vary and self.vary_scalars)
 
-    def references(self, idx: int, seed: int, dist: str) -> tuple[list[Any], list[Any]]:
+    def references(self, idx: int, seed: int, dist: str,
+                   vary: bool = False) -> tuple[list[Any], list[Any]]:
         import torch
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
-        inputs = generate(specs, seed=seed, distribution=dist, device=self.device)
+        inputs = generate(specs, seed=seed, distribution=dist, device=self.device,
+                          vary_scalars=vary)
         model = self.models[idx]
         with torch.no_grad():
             native = flatten_outputs(model(*inputs))
@@ -407,10 +416,11 @@ class Reference:
                 ref64 = flatten_outputs(m32(*in32))
         return ref64, native
 
-    def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any]) -> dict[str, Any]:
+    def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any],
+                        vary: bool = False) -> dict[str, Any]:
         from cutegen.codegen.numerics import compare
 
-        ref64, native = self.references(shape, seed, dist)
+        ref64, native = self.references(shape, seed, dist, vary)
         c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
         del cand, ref64, native
         _release_cached_memory()
@@ -582,13 +592,15 @@ def main(argv: list[str] | None = None) -> int:
             if op == "load":
                 send("reply", id=rid, **ref.load(hidden=req["hidden"], seed_init=req["seed_init"]))
             elif op == "prepare":
-                send("reply", id=rid, **ref.prepare(req["shape"], req["seed"], req["dist"]))
+                send("reply", id=rid, **ref.prepare(req["shape"], req["seed"], req["dist"],
+                                                    bool(req.get("vary"))))
             elif op == "take":
                 send("reply", id=rid, **ref.take(shape=req["shape"], outputs=req["outputs"],
                                                  mode=req["mode"], slot=req.get("slot")))
             elif op == "compare_kept":
                 send("reply", id=rid, **ref.compare_kept(slot=req["slot"], shape=req["shape"],
-                                                         seed=req["seed"], dist=req["dist"]))
+                                                         seed=req["seed"], dist=req["dist"],
+                                                         vary=bool(req.get("vary"))))
             elif op == "release":
                 send("reply", id=rid, **ref.release(observer))
             elif op == "baselines":

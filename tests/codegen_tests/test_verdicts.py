@@ -440,3 +440,16 @@ def test_a_time_beyond_the_measured_roofline_needs_an_external_profiler():
     assert v == Verdict.SUSPICIOUS and "no external profiler" in msg
     assert per_call_us([("a", 1000.0), ("b", 2000.0)] * 3, 3) == [3.0, 3.0, 3.0]
     assert per_call_us([("a", 1.0)] * 5, 3) == []  # launches that do not split into calls
+
+
+def test_float_scalars_of_forward_vary_between_calls():
+    # found while widening the families (issue 19): A * s with s baked in at capture (3.14)
+    # passed, because every call passed the task's own s
+    specs = [ArgSpec("tensor", (4,), "float32"), ArgSpec("value", value=3.14),
+             ArgSpec("value", value=2), ArgSpec("value", value=True)]
+    a = generate(specs, seed=11, distribution="randn", device="cpu", vary_scalars=True)
+    b = generate(specs, seed=11, distribution="randn", device="cpu", vary_scalars=True)
+    c = generate(specs, seed=12, distribution="randn", device="cpu", vary_scalars=True)
+    assert a[1] == b[1] and a[1] != 3.14 and c[1] != a[1] and 1.57 <= a[1] < 6.28
+    assert a[2] == 2 and a[3] is True  # sizes and switches stay
+    assert generate(specs, seed=11, distribution="randn", device="cpu")[1] == 3.14
