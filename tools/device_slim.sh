@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stash="${CUTEGEN_SLIM_STASH:-/tmp/cutegen-slim-stash}"
-keep=(pyproject.toml README.md cutegen codegen search profilers plugins/__init__.py
+keep=(pyproject.toml README.md .gitignore cutegen codegen search profilers plugins/__init__.py
       plugins/_manager.py plugins/hookspecs.py plugins/testing.py benchmarks tools tools
       tests/conftest.py tests/codegen_tests tests/data/tasks)
 case "${1:-}" in
