@@ -133,7 +133,8 @@ class CandidateRun:
             slots = max(0, int(info.get("keep_slots", 0)))
             self.plan += benchmark_plan(len(self.plan), warmup=self.o.bench_warmup,
                                         runs=self.o.bench_runs, keep_slots=slots,
-                                        ghost=verify and self.o.ghost_check, rng=self.rng)
+                                        ghost=verify and self.o.ghost_check, rng=self.rng,
+                                        ghost_of=self.plan[0] if self.plan else None)
         f = self.st.facts
         f.timed_ks = tuple(c.k for c in self.plan if c.timed)
         f.ghost_k = next((c.k for c in self.plan if c.role == "ghost"), None)
@@ -252,7 +253,8 @@ class CandidateRun:
         f, o = self.st.facts, self.o
         ref = self.ev.ref
         t_prep = time.monotonic()
-        vary = c.k != 0  # the first call sees the task's own scalar values
+        vary = c.k != 0 and c.role != "ghost"  # the first call (and its ghost) see the task's
+        # own scalar values
         prep = ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist,
                          "vary": vary}, timeout=o.run_timeout_s * 4)
         self.st.seconds["inputs"] = self.st.seconds.get("inputs", 0.0) + time.monotonic() - t_prep
@@ -268,7 +270,11 @@ class CandidateRun:
         ev_us = msg.get("event_us")
         if isinstance(ev_us, (int, float)):
             f.events_us[c.k] = float(ev_us)
-        if c.compare_now:
+        if c.role == "ghost":
+            mode, slot = "ghost", None
+        elif c.k == 0 and c.compare_now:
+            mode, slot = "compare_first", None  # compared, and kept for the ghost call
+        elif c.compare_now:
             mode, slot = "compare", None
         elif c.keep:
             mode, slot = "keep", len(self.slot_of)

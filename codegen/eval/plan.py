@@ -12,8 +12,9 @@ handed back. What a call *counts for* is decided here, in the parent, and never 
   ranking time; a random subset of them, drawn here before the first call, is copied by
   the reference worker (every one of them is copied into a slot or a scratch buffer at the
   same cost, so nothing tells the candidate which) and compared after the last call;
-* one ghost call among the timed ones, with the candidate's CuTe DSL launches disabled:
-  its output must *not* pass (RELIABILITY.md C5 decoys).
+* one ghost call among the timed ones, with the candidate's CuTe DSL launches disabled and
+  the inputs of the first call: its output must differ from the first call's (RELIABILITY.md
+  C5 decoys: a launched kernel that does not compute the output).
 
 Seeds are drawn from :mod:`secrets` here; the candidate's process never sees one.
 """
@@ -88,9 +89,10 @@ def verification_plan(shapes: Sequence[ShapeInfo], dists: Sequence[str], *, main
 
 
 def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost: bool,
-                   rng: secrets.SystemRandom) -> list[Call]:
+                   rng: secrets.SystemRandom, ghost_of: Call | None = None) -> list[Call]:
     """Warm-up and timed main-shape ``randn`` calls from index ``start``, the kept subset
-    drawn now, and the ghost call at a random place among the timed ones."""
+    drawn now, and the ghost call at a random place among the timed ones (with the inputs
+    of ``ghost_of``, the first call, whose output the ghost's is held against)."""
     n = warmup + runs + (1 if ghost else 0)
     ghost_at = warmup + rng.randrange(0, runs + 1) if ghost else -1
     roles: list[str] = []
@@ -104,6 +106,9 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     calls = []
     for i, role in enumerate(roles):
         k = start + i
-        calls.append(Call(k, 0, "randn", rng.getrandbits(62), role, f"main/randn/{role} {k}",
-                          _pattern(k, rng), keep=i in kept))
+        seed, dist = rng.getrandbits(62), "randn"
+        if role == "ghost" and ghost_of is not None:
+            seed, dist = ghost_of.seed, ghost_of.dist
+        calls.append(Call(k, 0, dist, seed, role, f"main/{dist}/{role} {k}", _pattern(k, rng),
+                          keep=i in kept))
     return calls

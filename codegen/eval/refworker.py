@@ -86,6 +86,7 @@ class Reference:
         self.current: dict[int, tuple[int, str, bool]] = {}  # shape -> (seed, dist, vary)
         self._allocs: list[int] = []
         self.slots: dict[int, list[Any]] = {}
+        self.first: dict[int, list[Any]] = {}  # shape -> the first call's outputs
         self.slot_budget = 0
         self._scratch_out: list[Any] = []
         self.vary_scalars = True
@@ -365,8 +366,16 @@ class Reference:
         outs, verdict, reason = self._outputs(shape, outputs)
         if outs is None:
             return {"passed": False, "verdict": verdict, "reason": reason}
-        if mode == "compare":
+        if mode == "ghost":
+            return self._ghost(shape, outs)
+        if mode in ("compare", "compare_first"):
             seed, dist, vary = self.current[shape]
+            if mode == "compare_first":
+                try:
+                    self.first[shape] = [o.clone() if isinstance(o, torch.Tensor) else o
+                                         for o in outs]
+                except torch.OutOfMemoryError:
+                    return _out_of_memory()
             try:
                 return self.compare_tensors(shape, seed, dist, outs, vary)
             except TaskFault:
@@ -385,6 +394,20 @@ class Reference:
             self.slots[slot] = copies
         del outs, copies
         return {"passed": True, "kept": mode == "keep"}
+
+    def _ghost(self, shape: int, outs: list[Any]) -> dict[str, Any]:
+        """The ghost call ran the first call's inputs with the CuTe launches disabled: its
+        outputs must differ from the first call's (``unchanged`` True means a decoy)."""
+        import torch
+
+        first = self.first.get(shape)
+        if first is None:
+            return {"passed": False, "unchanged": False, "reason": "no first call to compare"}
+        same = len(first) == len(outs) and all(
+            (torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+             and a.shape == b.shape and a.dtype == b.dtype else a == b)
+            for a, b in zip(first, outs, strict=False))
+        return {"passed": True, "unchanged": bool(same)}
 
     def compare_kept(self, *, slot: int, shape: int, seed: int, dist: str,
                      vary: bool = False) -> dict[str, Any]:
@@ -432,6 +455,7 @@ class Reference:
         """Forget one candidate: its mapped outputs and kept copies (and the records this
         process's own observer collected meanwhile: only baselines read them)."""
         self.slots.clear()
+        self.first.clear()
         if self.ipc is not None:
             self.ipc.close_all()
         if observer is not None:

@@ -200,9 +200,9 @@ def _observation(f: RunFacts) -> Decision | None:
                             f"us of GPU time outside the candidate's CuTe kernels "
                             f"({', '.join(c.foreign[:4])}); the allowance is "
                             f"{FOREIGN_FRACTION:.0%} or {FOREIGN_ABS_US:g} us")
-    if f.ghost_result is not None and f.ghost_result.get("passed"):
+    if f.ghost_result is not None and f.ghost_result.get("unchanged"):
         return Decision(Stage.VERIFY, Verdict.DECOY, "with the candidate's CuTe kernels disabled "
-                        "its output was still correct: the kernels do not compute it")
+                        "its output did not change: the kernels do not compute it")
     return None
 
 

@@ -3,7 +3,9 @@ model (docs/threat-model.md). Each is a twist of the known-good scale-shift cand
 (tests/codegen_tests/conftest.py), evaluated with the static filters OFF so the runtime
 defences alone must reject it (the filters catch most of them first; see the CPU tests).
 
-``ATTACKS[name] = (twist, accepted verdicts)``: none of them may ever be ``correct``.
+``ATTACKS[name] = (twist, accepted verdicts)``: none of them may be ``correct`` unless that is
+listed, and then only at no less than 0.8x the honest kernel's time (the attempt forged
+nothing: its time is true).
 """
 
 from __future__ import annotations
@@ -238,7 +240,10 @@ if hasattr(_h, "_GpuJob"):
         if f is not None:  # the harness's start event, recorded again after the kernel
             f.f_locals["start"].record()
         return out
-    """), {V.SUSPICIOUS}),
+    # on the H200 this left the events reading more than the observed span (the attempt did
+    # not shorten them), so the time stayed true: correct at the honest kernel's time is
+    # acceptable; a shortened reading is suspicious (elapsed_time_patched shows that path)
+    """), {V.SUSPICIOUS, V.CORRECT}),
     "elapsed_time_patched": (dict(module_extra="""
 torch.cuda.Event.elapsed_time = lambda self, end: 0.0001
 """), {V.SUSPICIOUS}),

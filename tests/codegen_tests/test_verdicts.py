@@ -186,15 +186,15 @@ def test_observer_failures_are_suspicious_never_correct():
 
 
 def test_ghost_call_must_fail_and_run_no_cute_kernel():
-    f = _facts(ghost_k=5, ghost_result={"passed": True})
+    f = _facts(ghost_k=5, ghost_result={"passed": True, "unchanged": True})
     calls = dict(f.activity.calls)
     calls[5] = dataclasses.replace(calls[5], cute_kernels=0, cute_us=0.0)
     f.activity = dataclasses.replace(f.activity, calls=calls)
     f.timed_ks = tuple(k for k in f.timed_ks if k != 5)
     assert decide(f).verdict == Verdict.DECOY
-    f.ghost_result = {"passed": False}
+    f.ghost_result = {"passed": True, "unchanged": False}
     assert decide(f).verdict == Verdict.CORRECT
-    g = _facts(ghost_k=5, ghost_result={"passed": False})
+    g = _facts(ghost_k=5, ghost_result={"passed": True, "unchanged": False})
     assert decide(g).verdict == Verdict.SUSPICIOUS  # kernels ran while disabled
 
 

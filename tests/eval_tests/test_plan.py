@@ -35,6 +35,10 @@ def test_benchmark_plan_keeps_a_secret_subset_and_one_ghost():
     assert len(kept) == 10 and all(c.role in ("warmup", "timed") for c in kept)
     assert all(c.dist == "randn" and c.shape == 0 for c in calls)
     assert {c.pattern for c in calls if c.k % 2 == 0} == {NAN_BYTE}
+    first = verification_plan([ShapeInfo("main")], DISTS, main_trials=3, rng=rng)[0]
+    ghost = next(c for c in benchmark_plan(4, warmup=3, runs=50, keep_slots=8, ghost=True,
+                                           rng=rng, ghost_of=first) if c.role == "ghost")
+    assert (ghost.seed, ghost.dist) == (first.seed, first.dist)  # held against its output
 
 
 def test_kept_subsets_differ_between_plans_and_respect_the_slot_budget():
