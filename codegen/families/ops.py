@@ -26,6 +26,12 @@ SCAN_OPS = frozenset({"cumsum", "cumprod"})
 #: Matrix products (the gemm family): ``matmul`` (``torch.matmul``, ``@``), ``mm``, ``bmm``,
 #: ``linear`` (``F.linear``, ``nn.Linear``) and ``addmm``.
 MATMUL_OPS = frozenset({"matmul", "mm", "bmm", "linear", "addmm"})
+#: Convolutions (the conv family): ``conv`` for ``nn.Conv1d / 2d / 3d`` and ``F.conv1d / 2d /
+#: 3d``, ``conv_transpose`` for ``nn.ConvTranspose1d / 2d / 3d`` and ``F.conv_transpose*``
+#: (the spatial rank is the weight's rank - 2). Module forms report ``weight`` / ``bias`` as
+#: parameter constants and their geometry (``stride``, ``padding``, ``dilation``, ``groups``,
+#: ``output_padding``, ``padding_mode``) as constants, like the functional forms' arguments.
+CONV_OPS = frozenset({"conv", "conv_transpose"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -57,6 +63,10 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
     "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
     "transpose": ("input", "dim0", "dim1"), "logsumexp": ("input", "dim", "keepdim"),
+    # convolutions (CONV_OPS): the functional forms' positional order
+    "conv": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv_transpose": ("input", "weight", "bias", "stride", "padding", "output_padding",
+                       "groups", "dilation"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -96,6 +106,9 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
+    for d in (1, 2, 3):  # convolutions (F.conv2d is torch.conv2d)
+        table[getattr(torch, f"conv{d}d")] = ("conv", False)
+        table[getattr(torch, f"conv_transpose{d}d")] = ("conv_transpose", False)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
@@ -150,11 +163,32 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     if hasattr(nn, "RMSNorm") and isinstance(mod, nn.RMSNorm):
         return "rms_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
                             "weight": param(mod.weight, "weight")}
+    conv = _conv_module(mod, param)
+    if conv is not None:
+        return conv
     if isinstance(mod, nn.CrossEntropyLoss):
         return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
                                  "label_smoothing": mod.label_smoothing,
                                  "weight": param(getattr(mod, "weight", None), "weight")}
     return "?", {}
+
+
+def _conv_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
+    """(op, constants) of an ``nn.ConvNd`` / ``nn.ConvTransposeNd`` module (None for others):
+    its parameters and geometry as the functional form takes them."""
+    import torch.nn as nn
+
+    if not isinstance(mod, nn.modules.conv._ConvNd):
+        return None
+    transposed = isinstance(mod, nn.modules.conv._ConvTransposeNd)
+    consts: dict[str, Any] = {
+        "weight": param(mod.weight, "weight"), "bias": param(mod.bias, "bias"),
+        "stride": list(mod.stride), "dilation": list(mod.dilation), "groups": mod.groups,
+        "padding": mod.padding if isinstance(mod.padding, str) else list(mod.padding),
+        "padding_mode": mod.padding_mode}
+    if transposed:
+        consts["output_padding"] = list(mod.output_padding)
+    return ("conv_transpose" if transposed else "conv"), consts
 
 
 def _swaps_last_two(perm: Any) -> bool:

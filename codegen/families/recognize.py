@@ -14,7 +14,8 @@ The forward (captured by :mod:`~cutegen.codegen.families.capture`) is covered wh
 
 A forward with a matrix product (``matmul``, ``@``, ``mm``, ``bmm``, ``addmm``, ``linear``)
 is matched by :mod:`~cutegen.codegen.families.gemm_match` instead (the ``gemm`` family: the
-product, its pointwise epilogue and an optional reduction over N).
+product, its pointwise epilogue and an optional reduction over N), and one with a
+convolution by :mod:`~cutegen.codegen.families.conv_match` (the ``conv`` family).
 
 Anything else gives :class:`~cutegen.codegen.families.plan.NotCovered` naming the op or the
 shape that is missing, never a plan that would compute something else.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
+from cutegen.codegen.families.conv_match import conv_ids, conv_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.matcher import (
     FLOATS,
@@ -57,6 +59,8 @@ def _match(cap: Captured) -> Plan:
     live = m.ancestors(out.id)
     _unknown(m, live)
     calls = {i for i in live if m.node(i).kind == "call"}
+    if conv_ids(m, calls):  # the conv family (conv_match.py)
+        return conv_plan(m, calls, out)
     if gemm_ids(m, calls):
         return gemm_plan(m, calls, out)
     anchors = sorted(i for i in calls if m.node(i).op in ROW_OPS | SCAN_OPS

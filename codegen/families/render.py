@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 
+from cutegen.codegen.families.conv import conv_knobs, render_conv
 from cutegen.codegen.families.gemm import gemm_knobs, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
@@ -54,6 +55,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family == "conv":
+        return conv_knobs(plan)
     values, choices = (dict(d) for d in KNOBS[plan.family])
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
@@ -106,13 +109,16 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     """The candidate file for ``plan`` (see the module docstring).
 
     A ``gemm`` plan is rendered by :func:`cutegen.codegen.families.gemm.render_gemm` (its
-    epilogue is always fused; ``fused`` does not apply).
+    epilogue is always fused; ``fused`` does not apply), a ``conv`` plan by
+    :func:`cutegen.codegen.families.conv.render_conv`.
 
     Raises:
         TaskModuleError: Model's constructor cannot be copied into the candidate.
     """
     if plan.family == "gemm":
         return render_gemm(plan, task_source, tunables=tunables)
+    if plan.family == "conv":
+        return render_conv(plan, task_source, tunables=tunables)
     fused = fused or not can_split(plan)
     values, choices = knobs(plan, fused=fused)
     values.update(tunables or {})

@@ -28,7 +28,7 @@ EXTRA = {
 }
 #: Tasks no family covers: name -> words the message must contain.
 NEGATIVE = {
-    "conv2d": ["nn.Conv2d"],
+    "conv2d": ["nn.Conv2d", "padding_mode='reflect'"],
     "softmax_dim0": ["softmax", "dim 0", "last dimension"],
     "two_reductions": ["sum", "amax"],
     "outer_add": ["broadcast"],

@@ -1,0 +1,246 @@
+"""Recognition of the ``conv`` family: one convolution (``nn.Conv1d / 2d / 3d``,
+``F.conv1d / 2d / 3d``, ``nn.ConvTranspose1d / 2d / 3d``, ``F.conv_transpose*``), its
+geometry, and the pointwise epilogue over its NC(D)HW output.
+
+A forward is a conv task when it computes exactly one convolution whose input is a forward
+argument and whose weight is a parameter or a forward argument (as stored), followed by
+pointwise ops over the output. Tensors those ops read broadcast against the output
+``(N, K, *spatial)`` as
+
+* ``full``: the output's shape (a residual);
+* ``col``: one value per output channel, ``(K, 1, 1)`` / ``(1, K, 1, 1)`` (a level-2 bias,
+  scale or multiplier), fused into the GEMM epilogue as a per-column operand;
+* ``scalar``: one value.
+
+The conv's own bias is the epilogue's first op (``%y + bias``). The plan's params: ``x`` /
+``weight`` (leaf names), ``module`` (the ``nn`` module's attribute path, "" for a functional
+call; the candidate reads the geometry from the module at run time), ``dims`` (1, 2, 3),
+``transposed``, ``stride`` / ``padding`` / ``dilation`` / ``output_padding`` (per spatial
+dim; ``padding`` may be "same" / "valid"), ``groups``, ``in_channels`` / ``out_channels`` /
+``kernel``, ``algo`` (``implicit_gemm``: the Hopper GEMM with im2col TMA loads) and the
+precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
+where the task's tolerance admits it).
+
+Not covered, each with a reason: ``padding_mode`` other than zeros, an input computed by
+other ops (a prologue), an unbatched input, a computed weight, mixed dtypes, a second
+convolution or a matrix product, grouped convolutions with fewer than 16 channels per group
+on either side (depthwise: a direct kernel's job, not a GEMM's), geometry past what a TMA
+im2col descriptor encodes (``(kernel - 1) * dilation > 16`` or ``stride > 8`` along a dim),
+and ops after the convolution that are not pointwise.
+"""
+
+from __future__ import annotations
+
+from cutegen.codegen.families.capture import Node
+from cutegen.codegen.families.gemm_match import precision_modes
+from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
+from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS
+from cutegen.codegen.families.plan import Chain, Plan, PwNode
+
+#: Largest ``(kernel - 1) * dilation`` per spatial dim: the im2col TMA descriptor (always
+#: 5-d here) holds the pixel box's corners in signed 5-bit fields, and the packed input's
+#: halo makes the upper corner ``-(kernel - 1) * dilation``.
+MAX_FILTER_EXTENT = 16
+#: Largest conv stride per dim: the im2col traversal stride field holds 1..8.
+MAX_STRIDE = 8
+#: Fewest channels per group (input and output) for which a grouped conv runs as one
+#: implicit GEMM per group; thinner groups (depthwise) need a direct kernel.
+MIN_GROUP_CHANNELS = 16
+
+
+class ConvMatcher(Matcher):
+    """A Matcher whose tensor leaves are classified against the NC(D)HW output frame."""
+
+    def _add_leaf(self, name: str, source: str, ref: str, shape: tuple[int, ...], dtype: str,
+                  frame: tuple[int, ...], k: int, kind: str | None = None) -> str:
+        return super()._add_leaf(name, source, ref, shape, dtype, frame, k,
+                                 kind or conv_leaf_kind(tuple(shape), frame, ref))
+
+
+def conv_leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], ref: str) -> str:
+    """full / col (per output channel) / scalar of a tensor against the output frame."""
+    nd = len(frame)
+    s = (1,) * (nd - len(shape)) + tuple(shape) if len(shape) <= nd else None
+    if s == tuple(frame):
+        return "full"
+    if s is not None and all(d == 1 for d in s):
+        return "scalar"
+    if s is not None and s[1] == frame[1] and all(d == 1 for i, d in enumerate(s) if i != 1):
+        return "col"
+    raise NotCoveredError(f"{ref} of shape {tuple(shape)} does not broadcast against the "
+                          f"convolution's output {tuple(frame)} as a full tensor, one value per "
+                          "channel or a single value", "broadcast")
+
+
+def conv_ids(m: Matcher, calls: set[int]) -> list[int]:
+    """The convolutions among ``calls``, in graph order."""
+    return sorted(i for i in calls if m.node(i).op in CONV_OPS)
+
+
+def _name(n: Node) -> str:
+    return n.target or n.op
+
+
+def _per_dim(v: object, dims: int, what: str, g: Node) -> tuple[int, ...]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * dims
+    if isinstance(v, list) and len(v) in (1, dims) and all(isinstance(x, int) for x in v):
+        return tuple(v) * (dims // len(v))
+    raise NotCoveredError(f"{_name(g)} with {what}={v!r}", _name(g))
+
+
+def _operand(m: ConvMatcher, g: Node, key: str, frame: tuple[int, ...]) -> tuple[str, str]:
+    """(leaf name, dtype) of the conv's input / weight: a forward argument or a parameter."""
+    if key in g.tensors:
+        n = m.node(g.tensors[key])
+        if n.kind == "call":
+            what = "input" if key == "input" else key
+            raise NotCoveredError(
+                f"the {what} of {_name(g)} is computed by {_name(n)}: the conv family reads "
+                "its input and weight from forward arguments or parameters (pointwise ops are "
+                "fused after the convolution, not before)", _name(g))
+        name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
+        leaf = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op, n.shape,
+                           n.dtype, frame, 1, "full")
+        return leaf, n.dtype
+    spec = g.consts.get(key)
+    if isinstance(spec, dict) and "path" in spec:
+        name = "p_" + spec["path"].replace(".", "_")
+        return m._add_leaf(name, "param", spec["path"], tuple(spec["shape"]), spec["dtype"],
+                           frame, 1, "full"), spec["dtype"]
+    raise NotCoveredError(f"{_name(g)} without a {key} tensor", _name(g))
+
+
+def _bias(m: ConvMatcher, g: Node, frame: tuple[int, ...]) -> str:
+    """The conv's bias leaf ("" when there is none), one value per output channel."""
+    k = frame[1]
+    if "bias" in g.tensors:
+        n = m.node(g.tensors["bias"])
+        if n.kind == "call" or n.dtype not in FLOATS:
+            raise NotCoveredError(f"{_name(g)} with a computed or non-float bias", _name(g))
+        name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
+        return m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
+                           (k,), n.dtype, frame, 1, "col")
+    spec = g.consts.get("bias")
+    if isinstance(spec, dict) and "path" in spec:
+        name = "p_" + spec["path"].replace(".", "_")
+        return m._add_leaf(name, "param", spec["path"], tuple(spec["shape"]), spec["dtype"],
+                           frame, 1, "col")
+    if spec not in (None, False):
+        raise NotCoveredError(f"{_name(g)} with bias={spec!r}", _name(g))
+    return ""
+
+
+def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
+    """The conv's geometry params (see the module docstring); raises past what the kernels
+    encode."""
+    c = g.consts
+    dims = len(w_shape) - 2
+    transposed = g.op == "conv_transpose"
+    if c.get("padding_mode", "zeros") != "zeros":
+        raise NotCoveredError(f"{_name(g)} with padding_mode={c['padding_mode']!r} (zeros only)",
+                              _name(g))
+    if dims not in (1, 2, 3):
+        raise NotCoveredError(f"{_name(g)} with a {dims}-d kernel", _name(g))
+    if len(x.shape) != dims + 2:
+        raise NotCoveredError(f"{_name(g)} of an unbatched {len(x.shape)}-d input (the conv "
+                              "family takes (N, C, *spatial))", _name(g))
+    stride = _per_dim(c.get("stride", 1), dims, "stride", g)
+    dilation = _per_dim(c.get("dilation", 1), dims, "dilation", g)
+    pad = c.get("padding", 0)
+    padding: object = pad if isinstance(pad, str) else _per_dim(pad, dims, "padding", g)
+    if isinstance(pad, str) and pad not in ("same", "valid"):
+        raise NotCoveredError(f"{_name(g)} with padding={pad!r}", _name(g))
+    out_pad = _per_dim(c.get("output_padding", 0), dims, "output_padding", g)
+    groups = c.get("groups", 1)
+    if not isinstance(groups, int) or groups < 1:
+        raise NotCoveredError(f"{_name(g)} with groups={groups!r}", _name(g))
+    kernel = tuple(w_shape[2:])
+    in_ch = x.shape[1]
+    out_ch = w_shape[1] * groups if transposed else w_shape[0]
+    for i in range(dims):
+        extent = (kernel[i] - 1) * dilation[i]
+        if extent > MAX_FILTER_EXTENT:
+            raise NotCoveredError(
+                f"{_name(g)} with kernel {kernel[i]} and dilation {dilation[i]} along spatial "
+                f"dim {i}: (kernel - 1) * dilation = {extent} > {MAX_FILTER_EXTENT}, more than "
+                "the TMA im2col descriptor's pixel-box corner encodes", _name(g))
+        if not transposed and stride[i] > MAX_STRIDE:
+            raise NotCoveredError(
+                f"{_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
+                "stride)", _name(g))
+    cg, kg = in_ch // groups, out_ch // groups
+    if groups > 1 and min(cg, kg) < MIN_GROUP_CHANNELS:
+        kind = "depthwise" if cg == 1 else "grouped"
+        raise NotCoveredError(
+            f"{_name(g)}: a {kind} convolution ({groups} groups of {cg} input and {kg} output "
+            f"channels): fewer than {MIN_GROUP_CHANNELS} channels per group is a direct "
+            "kernel's job, not an implicit GEMM's", _name(g))
+    return {"dims": dims, "transposed": transposed, "stride": stride, "dilation": dilation,
+            "padding": padding, "output_padding": out_pad, "groups": groups,
+            "in_channels": in_ch, "out_channels": out_ch, "kernel": kernel,
+            "algo": "implicit_gemm"}
+
+
+def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
+    """The conv plan of a forward with a convolution (see the module docstring).
+
+    Raises:
+        NotCoveredError: the forward is outside what the conv family computes.
+    """
+    m = ConvMatcher(m0.cap)
+    convs = conv_ids(m, calls)
+    if len(convs) > 1:
+        names = ", ".join(_name(m.node(i)) for i in convs)
+        raise NotCoveredError(f"more than one convolution ({names}): the conv family computes "
+                              "one", _name(m.node(convs[1])))
+    mms = sorted(i for i in calls if m.node(i).op in MATMUL_OPS)
+    if mms:
+        raise NotCoveredError(f"{_name(m.node(mms[0]))} besides a convolution: a family kernel "
+                              "computes one of them", _name(m.node(mms[0])))
+    g = m.node(convs[0])
+    frame = tuple(g.shape)
+    x_id = g.tensors.get("input")
+    if x_id is None:
+        raise NotCoveredError(f"{_name(g)} of a non-tensor input", _name(g))
+    x = m.node(x_id)
+    x_leaf, x_dtype = _operand(m, g, "input", frame)
+    w_leaf, w_dtype = _operand(m, g, "weight", frame)
+    w_shape = m.leaves[w_leaf].shape
+    if x_dtype not in FLOATS:
+        raise NotCoveredError(f"{_name(g)} of a {x_dtype} input", x_dtype)
+    if x_dtype != w_dtype:
+        raise NotCoveredError(f"{_name(g)} of mixed dtypes ({x_dtype} and {w_dtype})",
+                              "mixed dtypes")
+    params: dict[str, object] = _geometry(g, x, tuple(w_shape))
+    bias = _bias(m, g, frame)
+    absorbed = {g.id}
+    epi_ids = calls - absorbed
+    y = f"%{g.id}" if bias else "%y"
+    epilogue = m.chain(epi_ids, out.id, frame, 1, {g.id: y})
+    if bias:
+        epilogue = Chain((PwNode(g.id, "add", ("%y", "@" + bias)), *epilogue.nodes),
+                         epilogue.result)
+    if out.dtype not in FLOATS:
+        raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
+    if tuple(out.shape) != frame:
+        raise NotCoveredError("the result does not have the convolution's output shape "
+                              f"{frame} (a broadcast to {tuple(out.shape)})", "broadcast")
+    weight = m.leaves[w_leaf]
+    module = weight.ref.rsplit(".", 1)[0] if (weight.source == "param" and "weight" not in
+                                              g.tensors and "." in weight.ref) else ""
+    modes = precision_modes(x_dtype, m.cap.tolerance)
+    params.update({"x": x_leaf, "weight": w_leaf, "module": module,
+                   "precision_default": modes[-1], "precision_modes": modes})
+    kind = "transposed " if params["transposed"] else ""
+    spatial = "x".join(map(str, x.shape[2:]))
+    kern = "x".join(map(str, params["kernel"]))  # type: ignore[arg-type]
+    desc = (f"{kind}conv{params['dims']}d ({_name(g)}): {x.shape[0]} x {x.shape[1]} x {spatial} "
+            f"-> {frame[1]} channels, kernel {kern}, stride {params['stride']}, padding "
+            f"{params['padding']}, dilation {params['dilation']}, groups {params['groups']}, "
+            f"{x_dtype}, precision {modes[-1]}")
+    if not epilogue.empty:
+        desc += f"; epilogue: {epilogue.describe()}"
+    leaves = tuple(m.leaves.values())
+    return Plan("conv", g.op, leaves, x_leaf, Chain((), "@" + x_leaf), epilogue,
+                tuple(sorted(params.items())), out.dtype, "conv", m.cap.forward_args, desc)
