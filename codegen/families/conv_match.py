@@ -17,16 +17,17 @@ The conv's own bias is the epilogue's first op (``%y + bias``). The plan's param
 call; the candidate reads the geometry from the module at run time), ``dims`` (1, 2, 3),
 ``transposed``, ``stride`` / ``padding`` / ``dilation`` / ``output_padding`` (per spatial
 dim; ``padding`` may be "same" / "valid"), ``groups``, ``in_channels`` / ``out_channels`` /
-``kernel``, ``algo`` (``implicit_gemm``: the Hopper GEMM with im2col TMA loads) and the
-precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
+``kernel``, ``algo`` (``implicit_gemm``: the Hopper GEMM with im2col TMA loads;
+``direct``: forward convs with fewer than 16 channels per group on either side, depthwise
+ones first) and the precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
 where the task's tolerance admits it).
 
 Not covered, each with a reason: ``padding_mode`` other than zeros, an input computed by
 other ops (a prologue), an unbatched input, a computed weight, mixed dtypes, a second
-convolution or a matrix product, grouped convolutions with fewer than 16 channels per group
-on either side (depthwise: a direct kernel's job, not a GEMM's), geometry past what a TMA
-im2col descriptor encodes (``(kernel - 1) * dilation > 16`` or ``stride > 8`` along a dim),
-and ops after the convolution that are not pointwise.
+convolution or a matrix product, transposed convolutions with thin groups, geometry past
+what a TMA im2col descriptor encodes (``(kernel - 1) * dilation > 16`` or ``stride > 8``
+along a dim) or, for the direct kernel, an input tile larger than its shared memory, and
+ops after the convolution that are not pointwise.
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ MAX_FILTER_EXTENT = 16
 #: Largest conv stride per dim: the im2col traversal stride field holds 1..8.
 MAX_STRIDE = 8
 #: Fewest channels per group (input and output) for which a grouped conv runs as one
-#: implicit GEMM per group; thinner groups (depthwise) need a direct kernel.
+#: implicit GEMM per group; thinner groups (depthwise) run on the direct kernel
+#: (``algo`` "direct", ``templates/conv_direct.py.tmpl``).
 MIN_GROUP_CHANNELS = 16
+#: The direct kernel stages an input tile in (static) shared memory: at most this much.
+MAX_DIRECT_TILE_BYTES = 40 * 1024
 
 
 class ConvMatcher(Matcher):
@@ -78,7 +82,8 @@ def conv_ids(m: Matcher, calls: set[int]) -> list[int]:
 
 
 def _name(n: Node) -> str:
-    return n.target or n.op
+    name = n.target or n.op
+    return {"_operator.matmul": "@ (matmul)"}.get(name, name)
 
 
 def _per_dim(v: object, dims: int, what: str, g: Node) -> tuple[int, ...]:
@@ -158,6 +163,25 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
     kernel = tuple(w_shape[2:])
     in_ch = x.shape[1]
     out_ch = w_shape[1] * groups if transposed else w_shape[0]
+    cg, kg = in_ch // groups, out_ch // groups
+    geo = {"dims": dims, "transposed": transposed, "stride": stride, "dilation": dilation,
+           "padding": padding, "output_padding": out_pad, "groups": groups,
+           "in_channels": in_ch, "out_channels": out_ch, "kernel": kernel,
+           "algo": "implicit_gemm"}
+    if groups > 1 and min(cg, kg) < MIN_GROUP_CHANNELS:
+        kind = "depthwise" if cg == 1 else "grouped"
+        if transposed:
+            raise NotCoveredError(
+                f"{_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
+                f"and {kg} output channels): the direct kernel computes forward convs only",
+                _name(g))
+        tile = _direct_tile_bytes(kernel, stride, dilation)
+        if tile > MAX_DIRECT_TILE_BYTES:
+            raise NotCoveredError(
+                f"{_name(g)}: a {kind} convolution whose smallest input tile ({tile} bytes of "
+                f"shared memory) exceeds {MAX_DIRECT_TILE_BYTES}", _name(g))
+        geo["algo"] = "direct"
+        return geo
     for i in range(dims):
         extent = (kernel[i] - 1) * dilation[i]
         if extent > MAX_FILTER_EXTENT:
@@ -169,17 +193,19 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
             raise NotCoveredError(
                 f"{_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
                 "stride)", _name(g))
-    cg, kg = in_ch // groups, out_ch // groups
-    if groups > 1 and min(cg, kg) < MIN_GROUP_CHANNELS:
-        kind = "depthwise" if cg == 1 else "grouped"
-        raise NotCoveredError(
-            f"{_name(g)}: a {kind} convolution ({groups} groups of {cg} input and {kg} output "
-            f"channels): fewer than {MIN_GROUP_CHANNELS} channels per group is a direct "
-            "kernel's job, not an implicit GEMM's", _name(g))
-    return {"dims": dims, "transposed": transposed, "stride": stride, "dilation": dilation,
-            "padding": padding, "output_padding": out_pad, "groups": groups,
-            "in_channels": in_ch, "out_channels": out_ch, "kernel": kernel,
-            "algo": "implicit_gemm"}
+    return geo
+
+
+def _direct_tile_bytes(kernel: tuple[int, ...], stride: tuple[int, ...],
+                       dilation: tuple[int, ...]) -> int:
+    """Shared memory (fp32) of the direct kernel's smallest input tile: 16 x 16 outputs of
+    the last two dims, or 256 outputs of a 1-d conv."""
+    def extent(n: int, i: int) -> int:
+        return (n - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1
+
+    if len(kernel) == 1:
+        return extent(256, 0) * 4
+    return extent(16, -2) * extent(16, -1) * 4
 
 
 def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
@@ -238,7 +264,8 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     desc = (f"{kind}conv{params['dims']}d ({_name(g)}): {x.shape[0]} x {x.shape[1]} x {spatial} "
             f"-> {frame[1]} channels, kernel {kern}, stride {params['stride']}, padding "
             f"{params['padding']}, dilation {params['dilation']}, groups {params['groups']}, "
-            f"{x_dtype}, precision {modes[-1]}")
+            f"{x_dtype}, " + ("direct (fp32 sums)" if params["algo"] == "direct"
+                              else f"precision {modes[-1]}"))
     if not epilogue.empty:
         desc += f"; epilogue: {epilogue.describe()}"
     leaves = tuple(m.leaves.values())

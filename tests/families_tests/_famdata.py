@@ -4,7 +4,8 @@ session under the name ``_cutegen_famdata``, so its caches are shared).
 ``tasks/`` holds extra covered tasks (fused prologues / epilogues, other row ops, scan
 variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers;
 ``gemm_tasks/`` holds small matrix-product tasks (``rec_*``: recognition cases, ``rec_neg_*``
-not covered; other files belong to the GEMM kernel's tests).
+not covered; other files belong to the GEMM kernel's tests); ``conv_tasks/`` the same for
+convolutions.
 Recognition runs in the pytest process (``in_process``: the tasks are ours); the DSL is only
 ever imported by the compile driver's child processes.
 """
@@ -23,6 +24,7 @@ BUNDLED = ROOT / "benchmarks" / "tasks"
 TASKS = HERE / "tasks"
 NEGATIVE = HERE / "negative"
 GEMM_TASKS = HERE / "gemm_tasks"
+CONV_TASKS = HERE / "conv_tasks"
 
 #: Bundled tasks a family covers: name -> (family, op).
 BUNDLED_COVERED = {
@@ -47,13 +49,15 @@ BUNDLED_GEMM = ("bmm_bf16", "gemm_16384x1024x4096_bf16", "gemm_4096_bf16",
                 "gemm_8192x8192x1024_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
                 "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
                 "gemm_scale_residual_bf16", "gemm_swish_bf16")
+#: Bundled tasks the conv family covers (their expected plans: test_conv.py).
+BUNDLED_CONV = tuple(sorted(p.stem for p in BUNDLED.glob("conv*.py")))
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
-    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS):
+    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, CONV_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():
             return p

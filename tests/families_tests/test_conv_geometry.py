@@ -1,7 +1,7 @@
 """The conv family's host geometry, checked on the CPU against torch (no DSL, no GPU).
 
-The conv template's ``_conv_geometry`` and ``_conv_shapes`` (plain Python over shapes) are
-taken from ``templates/conv.py.tmpl`` and run here; :func:`emulate` then computes what the
+The conv templates' ``_conv_geometry`` and ``_conv_shapes`` (plain Python over shapes) are
+taken from ``templates/conv_common.py.tmpl`` and run here; :func:`emulate` then computes what the
 kernels compute from them, with the kernels' own index formulas in torch (float64):
 
 * ``ConvPackKernel``: dst[g, n, zp, yp, xp, c] = x[n, g * Cg + c, (zp - lo) / s, ...] where
@@ -28,12 +28,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TEMPLATE = (Path(__file__).resolve().parents[2] / "codegen" / "families" / "templates"
-            / "conv.py.tmpl")
+            / "conv_common.py.tmpl")
 
 
 def _functions(conv: dict) -> dict:
     """``_conv_geometry`` and ``_conv_shapes`` from the template, with CONV = ``conv``."""
-    tree = ast.parse(TEMPLATE.read_text())
+    tree = ast.parse(TEMPLATE.read_text().replace("{{CONV}}", "None"))
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
             and n.name in ("_conv_geometry", "_conv_shapes")]
     assert len(keep) == 2

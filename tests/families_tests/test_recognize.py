@@ -43,7 +43,7 @@ def test_every_extra_task_is_listed():
     assert sorted(NEGATIVE) == sorted(p.stem for p in fd.NEGATIVE.glob("*.py"))
     bundled = {p.stem for p in fd.BUNDLED.glob("*.py")}
     assert bundled == set(fd.BUNDLED_COVERED) | set(fd.BUNDLED_NOT_COVERED) | set(
-        fd.BUNDLED_GEMM)
+        fd.BUNDLED_GEMM) | set(fd.BUNDLED_CONV)
 
 
 @pytest.mark.parametrize("name", sorted(fd.BUNDLED_COVERED))
