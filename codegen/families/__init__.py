@@ -23,7 +23,11 @@ row length and alignment allow):
   operands, the pointwise epilogue and a row reduction over N; :mod:`.gemm` renders): a
   warp-specialized Hopper GEMM (TMA producer, WGMMA consumers, persistent tile scheduler,
   clusters, epilogue through shared memory) in bf16 / fp16, TF32 or 3xTF32, knobs for tiles,
-  cluster, stages, raster and swizzle, split-K and the store path.
+  cluster, stages, raster and swizzle, split-K and the store path;
+* ``conv`` (:mod:`.conv_match` recognises one convolution, transposed or not, its geometry,
+  the pointwise epilogue and tails: pooling, GroupNorm, reductions over the spatial dims;
+  :mod:`.conv` renders): an implicit GEMM on the gemm kernel with TMA im2col loads of the
+  packed input, or a direct kernel for depthwise / thin-group convs; tails as second kernels.
 """
 
 from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for

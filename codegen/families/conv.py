@@ -86,9 +86,10 @@ DIRECT_KNOBS = ({"tile_w": 32, "rows": 4}, {"tile_w": [16, 32, 64], "rows": [1, 
 def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
     every knob compiles with the others at their defaults)."""
+    chains = [plan.epilogue, *(dict(st)["post"] for st in plan.param("stages", ()))]
     if plan.param("algo") == "direct":
         values, choices = (dict(d) for d in DIRECT_KNOBS)
-        if fast_math_applies(plan.out_dtype, plan.epilogue):
+        if fast_math_applies(plan.out_dtype, *chains):
             values["fast_math"], choices["fast_math"] = False, [False, True]
         return values, choices
     precision = _precision(plan)
@@ -114,7 +115,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
             precision]
         if precision not in choices["precision"]:
             choices["precision"].append(precision)
-    if fast_math_applies(plan.out_dtype, plan.epilogue):
+    if fast_math_applies(plan.out_dtype, *chains):
         values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices
 
@@ -147,6 +148,29 @@ def _wrapped(lf: Leaf) -> str:
             "scalar": f"_as_one({src})"}.get(lf.kind, src)
 
 
+def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
+    """The forward line launching tail stage ``i`` on ``y`` (its post chain, when it has one,
+    appended to ``parts`` as ``_post<i>``)."""
+    post = st["post"]
+    ops = Operands()
+    for name in post.leaves():
+        ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
+    fn = "None"
+    if not (post.empty and post.result == "%y"):
+        fn = f"_post{i}"
+        parts.append(chain_function(fn, post, ops.access, epilogue=True,
+                                    doc=f"The pointwise ops after tail op {i}, fused into it."))
+    rest = f"{dtype}, {fn}, {ops.args()}"
+    if st["op"] in ("max_pool", "avg_pool"):
+        return (f"y = _pool_launch(y, {st['op'][:3]!r}, {tuple(st['window'])!r}, "
+                f"{tuple(st['stride'])!r}, {rest})")
+    if st["op"] == "plane":
+        return f"y = _plane_reduce_launch(y, {st['reduce']!r}, {st['keepdim']!r}, {rest})"
+    affine = [source(plan.leaf(st[k])) if st[k] else "None" for k in ("weight", "bias")]
+    return (f"y = _group_norm_launch(y, {st['groups']!r}, {st['eps']!r}, {affine[0]}, "
+            f"{affine[1]}, {rest})")
+
+
 def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
     """The candidate file for a ``conv`` plan (see the module docstring).
 
@@ -167,12 +191,15 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
     for name in plan.epilogue.leaves():
         ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
     has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
+    stages = [dict(st) for st in plan.param("stages", ())]
     common = render_template("conv_common", {"CONV": _conv_literal(plan)}, {})
     if direct:
         kernels = [common, render_template("conv_direct", {}, {})]
     else:
         kernels = [render_template("gemm", {"PRECISION": repr(precision)}, {}), common,
                    render_template("conv", {}, {})]
+    if stages:
+        kernels.append(render_template("conv_tail", {}, {}))
     parts = [head, *kernels, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
              + tm.class_source, VPOW]
     if has_epilogue:
@@ -181,13 +208,18 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
                                         "y (x is y too)."))
     module = plan.param("module")
     mod = f"self.{module}" if module else "None"
-    x = source(plan.leaf(plan.param("x")))
+    x_leaf = plan.leaf(plan.param("x"))
+    x = source(x_leaf)
     w = source(plan.leaf(plan.param("weight")))
     epi = "_epilogue" if has_epilogue else "None"
     prec = "''" if direct else "TUNABLES['precision']"
-    body = (f"return _conv_launch({x}, {w}, {mod}, {_DTYPES[plan.out_dtype]}, "
-            f"{prec}, {epi}, [{', '.join(ops.vec)}], {tuple(ops.full)!r}, "
-            f"[{', '.join(ops.rows)}], {tuple(ops.row_kinds)!r}, [{', '.join(ops.scalars)}])")
+    mid = _DTYPES[x_leaf.dtype] if stages else _DTYPES[plan.out_dtype]
+    lines = [f"y = _conv_launch({x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()})"]
+    for i, st in enumerate(stages, 1):
+        lines.append(_stage_line(plan, st, i, parts,
+                                 _DTYPES[plan.out_dtype] if i == len(stages) else mid))
+    lines.append("return y")
+    body = "\n".join(lines)
     args = ", ".join(plan.forward_args)
     parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
                  + textwrap.indent(body, " " * 8))

@@ -22,12 +22,20 @@ dim; ``padding`` may be "same" / "valid"), ``groups``, ``in_channels`` / ``out_c
 ones first) and the precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
 where the task's tolerance admits it).
 
+**Tails.** After the epilogue, a chain of "tail" ops may follow, each a kernel of its own
+reading what the one before wrote, with the pointwise ops after it fused into it: max / avg
+pooling (windows inside the tensor), global average pooling or a sum / mean / amax over every
+spatial dim ("plane"), GroupNorm (with its affine). ``stages`` holds them in order, each as
+sorted (key, value) pairs with its ``op``, parameters and ``post`` chain (leaves classified
+against that op's output).
+
 Not covered, each with a reason: ``padding_mode`` other than zeros, an input computed by
 other ops (a prologue), an unbatched input, a computed weight, mixed dtypes, a second
 convolution or a matrix product, transposed convolutions with thin groups, geometry past
 what a TMA im2col descriptor encodes (``(kernel - 1) * dilation > 16`` or ``stride > 8``
-along a dim) or, for the direct kernel, an input tile larger than its shared memory, and
-ops after the convolution that are not pointwise.
+along a dim) or, for the direct kernel, an input tile larger than its shared memory, ops
+after the convolution that are neither pointwise nor a tail (a softmax over channels, say),
+tails that branch, and pooling with padding, dilation or ceil_mode.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from __future__ import annotations
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.gemm_match import precision_modes
 from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
-from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS
+from cutegen.codegen.families.ops import CONV_OPS, CONV_TAIL_OPS, MATMUL_OPS, POINTWISE_OPS
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
 
 #: Largest ``(kernel - 1) * dilation`` per spatial dim: the im2col TMA descriptor (always
@@ -225,6 +233,12 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         raise NotCoveredError(f"{_name(m.node(mms[0]))} besides a convolution: a family kernel "
                               "computes one of them", _name(m.node(mms[0])))
     g = m.node(convs[0])
+    for i in sorted(calls - {g.id}):
+        n = m.node(i)
+        if not (_is_tail(n) or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
+            raise NotCoveredError(
+                f"{_name(n)} after a convolution: the conv family fuses pointwise ops and runs "
+                "pooling, GroupNorm and reductions over the spatial dims as tail kernels", n.op)
     frame = tuple(g.shape)
     x_id = g.tensors.get("input")
     if x_id is None:
@@ -240,18 +254,38 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
                               "mixed dtypes")
     params: dict[str, object] = _geometry(g, x, tuple(w_shape))
     bias = _bias(m, g, frame)
-    absorbed = {g.id}
-    epi_ids = calls - absorbed
-    y = f"%{g.id}" if bias else "%y"
-    epilogue = m.chain(epi_ids, out.id, frame, 1, {g.id: y})
-    if bias:
-        epilogue = Chain((PwNode(g.id, "add", ("%y", "@" + bias)), *epilogue.nodes),
-                         epilogue.result)
+    # the stages: the conv's epilogue up to the first tail op, then each tail op with the
+    # pointwise ops after it up to the next one (or the result)
+    anchors = sorted(i for i in calls if _is_tail(m.node(i)))
+    bounds = [(g, x) for x in [*(m.node(i).tensors.get("input", -1) for i in anchors), out.id]]
+    prev: Node = g
+    chains: list[Chain] = []
+    stages: list[tuple] = []
+    for k, (_, end) in enumerate(bounds):
+        if end < 0 or prev.id not in m.ancestors(end):
+            a = m.node(anchors[k])
+            raise NotCoveredError(f"{_name(a)} of a tensor that is not computed from the "
+                                  "convolution through the ops before it (the pooling / "
+                                  "norm / reduction tails after a convolution form one chain)",
+                                  a.op)
+        seg = (m.ancestors(end) & calls) - m.ancestors(prev.id)
+        y = f"%{g.id}" if (prev is g and bias) else "%y"
+        chain = m.chain(seg, end, tuple(prev.shape), 1, {prev.id: y})
+        if prev is g and bias:
+            chain = Chain((PwNode(g.id, "add", ("%y", "@" + bias)), *chain.nodes), chain.result)
+        chains.append(chain)
+        if k < len(anchors):
+            prev = m.node(anchors[k])
+            stages.append(_stage(m, prev, calls, out))
+    epilogue = chains[0]
+    params["stages"] = tuple(tuple(sorted({**dict(st), "post": chains[i + 1]}.items()))
+                             for i, st in enumerate(stages))
     if out.dtype not in FLOATS:
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
-    if tuple(out.shape) != frame:
-        raise NotCoveredError("the result does not have the convolution's output shape "
-                              f"{frame} (a broadcast to {tuple(out.shape)})", "broadcast")
+    if tuple(out.shape) != tuple(prev.shape):
+        raise NotCoveredError("the result does not have the shape of the convolution's (or "
+                              f"its last tail op's) output {tuple(prev.shape)} (a broadcast to "
+                              f"{tuple(out.shape)})", "broadcast")
     weight = m.leaves[w_leaf]
     module = weight.ref.rsplit(".", 1)[0] if (weight.source == "param" and "weight" not in
                                               g.tensors and "." in weight.ref) else ""
@@ -268,6 +302,96 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
                               else f"precision {modes[-1]}"))
     if not epilogue.empty:
         desc += f"; epilogue: {epilogue.describe()}"
+    for st in stages:
+        d = dict(st)
+        desc += "; then " + (f"{d['reduce']} over the spatial dims" if d["op"] == "plane"
+                             else d["op"] + (f" {d['window']}" if "window" in d else ""))
+    for i, ch in enumerate(chains[1:]):
+        if not ch.empty:
+            desc += f"; after tail {i + 1}: {ch.describe()}"
     leaves = tuple(m.leaves.values())
     return Plan("conv", g.op, leaves, x_leaf, Chain((), "@" + x_leaf), epilogue,
                 tuple(sorted(params.items())), out.dtype, "conv", m.cap.forward_args, desc)
+
+
+#: Reductions over every spatial dim a conv tail may be (besides CONV_TAIL_OPS).
+_PLANE_REDUCE_OPS = frozenset({"sum", "mean", "amax"})
+
+
+def _is_tail(n: Node) -> bool:
+    return n.kind == "call" and (n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS)
+
+
+def _stage(m: ConvMatcher, a: Node, calls: set[int], out: Node) -> tuple:
+    """The tail stage of op ``a`` as sorted (key, value) pairs: ``op`` ("max_pool",
+    "avg_pool", "plane" for a reduction over every spatial dim, "group_norm") and its
+    parameters; raises for what the tail kernels do not compute."""
+    x = m.node(a.tensors["input"])
+    c, nd = a.consts, len(x.shape)
+    spatial = nd - 2
+    if spatial < 1:
+        raise NotCoveredError(f"{_name(a)} of a {nd}-d tensor after a convolution", a.op)
+    if a.op in ("max_pool", "avg_pool"):
+        ks = c.get("kernel_size")
+        pooled = len(ks) if isinstance(ks, list) else spatial
+        window = _per_dim(ks, pooled, "kernel_size", a)
+        stride = window if c.get("stride") in (None, []) else _per_dim(
+            c.get("stride"), pooled, "stride", a)
+        bad = [k for k, ok in (("padding", c.get("padding", 0) in (0, [0] * pooled)),
+                               ("dilation", c.get("dilation", 1) in (1, [1] * pooled)),
+                               ("ceil_mode", not c.get("ceil_mode")),
+                               ("return_indices", not c.get("return_indices")),
+                               ("divisor_override", c.get("divisor_override") is None)) if not ok]
+        if bad:
+            raise NotCoveredError(f"{_name(a)} with {bad[0]}={c.get(bad[0])!r} (the pooling tail "
+                                  "takes windows inside the tensor)", a.op)
+        want = tuple(x.shape[:nd - pooled]) + tuple(
+            (x.shape[nd - pooled + i] - window[i]) // stride[i] + 1 for i in range(pooled))
+        if pooled > spatial or tuple(a.shape) != want:
+            raise NotCoveredError(f"{_name(a)} of {tuple(x.shape)} to {tuple(a.shape)}", a.op)
+        return (("op", a.op), ("stride", stride), ("window", window))
+    if a.op == "adaptive_avg_pool":
+        if int(_prod(a.shape)) != x.shape[0] * x.shape[1] or len(a.shape) != nd:
+            raise NotCoveredError(f"{_name(a)} to output size {c.get('output_size')!r} (only "
+                                  "global average pooling, output size 1, is a tail)", a.op)
+        return (("keepdim", True), ("op", "plane"), ("reduce", "mean"))
+    if a.op in _PLANE_REDUCE_OPS:
+        dims = c.get("dim")
+        ds = sorted({int(d) % nd for d in (dims if isinstance(dims, list) else [dims])
+                     if isinstance(d, int)}) if dims is not None else []
+        if ds != list(range(2, nd)) or c.get("dtype") is not None:
+            raise NotCoveredError(f"{_name(a)} over dim {dims!r} of the convolution's "
+                                  f"{nd}-d output: the conv tail reduces over every spatial dim "
+                                  f"(dim {list(range(2, nd))})", a.op)
+        return (("keepdim", bool(c.get("keepdim"))), ("op", "plane"), ("reduce", a.op))
+    # group_norm
+    groups = c.get("num_groups")
+    if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
+        raise NotCoveredError(f"{_name(a)} with num_groups={groups!r}", a.op)
+    frame = tuple(x.shape)
+    affine: dict[str, str] = {}
+    for key in ("weight", "bias"):
+        if key in a.tensors:
+            n = m.node(a.tensors[key])
+            if n.kind == "call" or n.dtype not in FLOATS:
+                raise NotCoveredError(f"{_name(a)} with a computed {key}", a.op)
+            name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
+            affine[key] = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
+                                      (x.shape[1],), n.dtype, frame, 1, "col")
+        elif isinstance(c.get(key), dict):
+            spec = c[key]
+            affine[key] = m._add_leaf("p_" + spec["path"].replace(".", "_"), "param",
+                                      spec["path"], tuple(spec["shape"]), spec["dtype"], frame,
+                                      1, "col")
+        else:
+            affine[key] = ""
+    eps = c.get("eps")
+    return (("bias", affine["bias"]), ("eps", float(eps) if eps is not None else 1e-5),
+            ("groups", groups), ("op", "group_norm"), ("weight", affine["weight"]))
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out

@@ -32,6 +32,11 @@ MATMUL_OPS = frozenset({"matmul", "mm", "bmm", "linear", "addmm"})
 #: parameter constants and their geometry (``stride``, ``padding``, ``dilation``, ``groups``,
 #: ``output_padding``, ``padding_mode``) as constants, like the functional forms' arguments.
 CONV_OPS = frozenset({"conv", "conv_transpose"})
+#: Ops the conv family runs as a second kernel after a convolution (its "tail"): pooling
+#: (``max_pool`` / ``avg_pool``: ``nn.MaxPoolNd`` / ``nn.AvgPoolNd`` and ``F.*``;
+#: ``adaptive_avg_pool``: ``nn.AdaptiveAvgPoolNd`` / ``F.adaptive_avg_pool*``) and
+#: ``group_norm`` (``nn.GroupNorm``, ``F.group_norm``).
+CONV_TAIL_OPS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "group_norm"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -67,6 +72,13 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "conv": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv_transpose": ("input", "weight", "bias", "stride", "padding", "output_padding",
                        "groups", "dilation"),
+    # the conv family's tails (CONV_TAIL_OPS)
+    "max_pool": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                 "return_indices"),
+    "avg_pool": ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                 "divisor_override"),
+    "adaptive_avg_pool": ("input", "output_size"),
+    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -106,9 +118,13 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
-    for d in (1, 2, 3):  # convolutions (F.conv2d is torch.conv2d)
+    for d in (1, 2, 3):  # convolutions (F.conv2d is torch.conv2d) and the conv tails
         table[getattr(torch, f"conv{d}d")] = ("conv", False)
         table[getattr(torch, f"conv_transpose{d}d")] = ("conv_transpose", False)
+        table[getattr(F, f"max_pool{d}d")] = ("max_pool", False)
+        table[getattr(F, f"avg_pool{d}d")] = ("avg_pool", False)
+        table[getattr(F, f"adaptive_avg_pool{d}d")] = ("adaptive_avg_pool", False)
+    table[F.group_norm] = ("group_norm", False)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
@@ -166,6 +182,9 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     conv = _conv_module(mod, param)
     if conv is not None:
         return conv
+    tail = _conv_tail_module(mod, param)
+    if tail is not None:
+        return tail
     if isinstance(mod, nn.CrossEntropyLoss):
         return "cross_entropy", {"ignore_index": mod.ignore_index, "reduction": mod.reduction,
                                  "label_smoothing": mod.label_smoothing,
@@ -189,6 +208,30 @@ def _conv_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
     if transposed:
         consts["output_padding"] = list(mod.output_padding)
     return ("conv_transpose" if transposed else "conv"), consts
+
+
+def _conv_tail_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
+    """(op, constants) of a pooling or GroupNorm module (None for others), as the functional
+    form takes them."""
+    import torch.nn as nn
+
+    def plain(v: Any) -> Any:
+        return list(v) if isinstance(v, tuple) else v
+
+    if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)):
+        return "max_pool", {k: plain(getattr(mod, k)) for k in (
+            "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")}
+    if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
+        return "avg_pool", {k: plain(getattr(mod, k, None)) for k in (
+            "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+            "divisor_override")}
+    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
+        return "adaptive_avg_pool", {"output_size": plain(mod.output_size)}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias")}
+    return None
 
 
 def _swaps_last_two(perm: Any) -> bool:

@@ -1,6 +1,7 @@
 """The conv family without the DSL: recognition of every bundled conv task and of the small
 ``conv_tasks/`` cases (``rec_neg_*``: not covered, with the reason), the rendered candidates
-(static checks, knobs, declarations) and the built-in rewriter's conv moves."""
+(static checks, knobs, declarations, the tail stages' launches) and the built-in rewriter's
+conv moves."""
 
 import ast
 
@@ -48,6 +49,17 @@ BUNDLED = {
                                           {"p_bias": "col"}, {}),  # 2.0: inlined
     "conv1d_mish_fp32": ("conv", _IG, "add, mish, mish", {}, {}),
     "conv2d_depthwise_relu6_bf16": ("conv", _DIRECT, "add, relu6", {}, {}),
+    # tails: (stage op, its post chain) in order under the key "stages"
+    "conv2d_groupnorm_scale_maxpool_clamp_bf16": (
+        "conv", _IG, "add", {"p_scale": "col", "p_group_norm_weight": "col"},
+        {"stages": [("group_norm", "mul"), ("max_pool", "clamp")]}),
+    "conv2d_sub_tanh_avgpool_bf16": ("conv", _IG, "add, sub, tanh, sub", {},
+                                     {"stages": [("avg_pool", "-")]}),
+    "conv3d_scale_globalavg_bias_fp32": ("conv", _IG, "add, mul", {"p_bias": "col"},
+                                         {"stages": [("plane", "add")]}),
+    "conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16": (
+        "conv_transpose", _IG, "add", {}, {"stages": [("max_pool", "hardtanh"),
+                                                      ("plane", "tanh")]}),
 }
 #: Our small tasks (conv_tasks/rec_*.py): same layout.
 EXTRA = {
@@ -66,6 +78,9 @@ NEGATIVE = {
     "rec_neg_pixel_operand": ("broadcast", ["mask", "(1, 1, 12, 12)", "per channel"]),
     "rec_neg_unbatched": ("nn.Conv1d", ["unbatched"]),
     "rec_neg_conv_matmul": ("@ (matmul)", ["besides a convolution"]),
+    "rec_neg_branching_tails": ("mean", ["one chain"]),
+    "rec_neg_pool_padding": ("max_pool", ["padding=1"]),
+    "rec_neg_channel_softmax": ("softmax", ["torch.softmax"]),
 }
 
 
@@ -86,7 +101,13 @@ def test_conv_plan(name):
     for leaf, kind in kinds.items():
         assert leaves.get(leaf) == kind, (leaf, leaves)
     for k, v in params.items():
-        assert plan.param(k) == v, (k, plan.params)
+        if k == "stages":
+            got = [(dict(st)["op"], dict(st)["post"].describe()) for st in plan.param(k)]
+            assert got == v, got
+        else:
+            assert plan.param(k) == v, (k, plan.params)
+    if "stages" not in params:
+        assert plan.param("stages") == ()
     assert plan.leaf(plan.param("x")).source == "input"
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[name.rsplit("_", 1)[1]]
     assert plan.out_dtype == dtype and plan.out_shape == "conv"
@@ -117,6 +138,13 @@ def test_rendered_conv_candidate(name):
     assert {t.name: t.value for t in tun.values()} == values
     assert all(t.value in t.choices for t in tun.values())
     assert f"FAMILY = {{'family': 'conv', 'op': '{plan.op}', 'fused': True}}" in code
+    launches = {"max_pool": "_pool_launch(y, 'max'", "avg_pool": "_pool_launch(y, 'avg'",
+                "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,"}
+    body = code[code.index("class ModelNew"):]
+    for st in plan.param("stages"):
+        assert launches[dict(st)["op"]] in body, body
+    if not plan.param("stages"):
+        assert "class PoolKernel" not in code
     if plan.param("algo") == "direct":
         assert "class DirectConvKernel" in code and "class GemmKernel" not in code
         assert declared_precision(code) == "" and "precision" not in values
