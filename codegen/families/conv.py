@@ -26,8 +26,13 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   ``templates/conv_direct.py.tmpl``'s ``DirectConvKernel`` reads NC(D)HW, stages input tiles
   with their halo in shared memory and sums in fp32 on the CUDA cores (memory-bound work);
   its knobs are ``tile_w`` and ``rows`` (:data:`DIRECT_KNOBS`).
-* **Transposed convs** are the forward conv of the zero-inserted, re-padded input with the
-  flipped filter (stride^d more MMA work than needed: the inserted zeros are multiplied).
+* **Transposed convs** with stride 1 are the forward conv of the re-padded input with the
+  flipped filter. Strided ones run as one implicit GEMM per output phase (``_conv_phases``):
+  the outputs ``stride * j + phi`` take only the filter taps that meet input pixels, a run
+  of mirrored taps over the input itself (no inserted zeros, no wasted MMA work), stored with
+  a strided output offset. Where a phase has no tap at all (the stride divides the dilation,
+  or the kernel is shorter than the stride) the conv runs on the zero-inserted input
+  instead (stride^d more MMA work).
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``cluster_m`` /
@@ -166,7 +171,11 @@ def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> s
                 f"{tuple(st['stride'])!r}, {rest})")
     if st["op"] == "plane":
         return f"y = _plane_reduce_launch(y, {st['reduce']!r}, {st['keepdim']!r}, {rest})"
+    if st["op"] == "channel":
+        return f"y = _channel_launch(y, {st['reduce']!r}, {st['keepdim']!r}, {rest})"
     affine = [source(plan.leaf(st[k])) if st[k] else "None" for k in ("weight", "bias")]
+    if st["op"] == "batch_norm":
+        return f"y = _batch_norm_launch(y, {st['eps']!r}, {affine[0]}, {affine[1]}, {rest})"
     return (f"y = _group_norm_launch(y, {st['groups']!r}, {st['eps']!r}, {affine[0]}, "
             f"{affine[1]}, {rest})")
 

@@ -25,7 +25,9 @@ where the task's tolerance admits it).
 **Tails.** After the epilogue, a chain of "tail" ops may follow, each a kernel of its own
 reading what the one before wrote, with the pointwise ops after it fused into it: max / avg
 pooling (windows inside the tensor), global average pooling or a sum / mean / amax over every
-spatial dim ("plane"), GroupNorm (with its affine). ``stages`` holds them in order, each as
+spatial dim ("plane"), a sum / mean / amax / amin / logsumexp / softmax / log-softmax over the
+channels ("channel"), GroupNorm and InstanceNorm (``group_norm``; groups 0: one channel per
+group), BatchNorm with batch statistics (training mode), each with its affine. ``stages`` holds them in order, each as
 sorted (key, value) pairs with its ``op``, parameters and ``post`` chain (leaves classified
 against that op's output).
 
@@ -305,6 +307,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     for st in stages:
         d = dict(st)
         desc += "; then " + (f"{d['reduce']} over the spatial dims" if d["op"] == "plane"
+                             else f"{d['reduce']} over the channels" if d["op"] == "channel"
                              else d["op"] + (f" {d['window']}" if "window" in d else ""))
     for i, ch in enumerate(chains[1:]):
         if not ch.empty:
@@ -316,10 +319,35 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
 
 #: Reductions over every spatial dim a conv tail may be (besides CONV_TAIL_OPS).
 _PLANE_REDUCE_OPS = frozenset({"sum", "mean", "amax"})
+#: Ops over the channel dim (dim 1) a conv tail may be: reductions and (log-)softmax.
+_CHANNEL_OPS = frozenset({"sum", "mean", "amax", "amin", "logsumexp", "softmax",
+                          "log_softmax"})
 
 
 def _is_tail(n: Node) -> bool:
-    return n.kind == "call" and (n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS)
+    return n.kind == "call" and (n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS
+                                 or n.op in _CHANNEL_OPS)
+
+
+def _affine(m: ConvMatcher, a: Node, frame: tuple[int, ...]) -> dict[str, str]:
+    """The per-channel weight / bias leaves of a norm ("" when absent)."""
+    affine: dict[str, str] = {}
+    for key in ("weight", "bias"):
+        if key in a.tensors:
+            n = m.node(a.tensors[key])
+            if n.kind == "call" or n.dtype not in FLOATS:
+                raise NotCoveredError(f"{_name(a)} with a computed {key}", a.op)
+            name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
+            affine[key] = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
+                                      (frame[1],), n.dtype, frame, 1, "col")
+        elif isinstance(a.consts.get(key), dict):
+            spec = a.consts[key]
+            affine[key] = m._add_leaf("p_" + spec["path"].replace(".", "_"), "param",
+                                      spec["path"], tuple(spec["shape"]), spec["dtype"], frame,
+                                      1, "col")
+        else:
+            affine[key] = ""
+    return affine
 
 
 def _stage(m: ConvMatcher, a: Node, calls: set[int], out: Node) -> tuple:
@@ -355,39 +383,42 @@ def _stage(m: ConvMatcher, a: Node, calls: set[int], out: Node) -> tuple:
             raise NotCoveredError(f"{_name(a)} to output size {c.get('output_size')!r} (only "
                                   "global average pooling, output size 1, is a tail)", a.op)
         return (("keepdim", True), ("op", "plane"), ("reduce", "mean"))
-    if a.op in _PLANE_REDUCE_OPS:
+    if a.op in _PLANE_REDUCE_OPS | _CHANNEL_OPS:
         dims = c.get("dim")
         ds = sorted({int(d) % nd for d in (dims if isinstance(dims, list) else [dims])
                      if isinstance(d, int)}) if dims is not None else []
-        if ds != list(range(2, nd)) or c.get("dtype") is not None:
+        if ds == [1] and a.op in _CHANNEL_OPS and c.get("dtype") is None:
+            keep = a.op in ("softmax", "log_softmax") or bool(c.get("keepdim"))
+            return (("keepdim", keep), ("op", "channel"), ("reduce", a.op))
+        if ds != list(range(2, nd)) or a.op not in _PLANE_REDUCE_OPS or c.get(
+                "dtype") is not None:
             raise NotCoveredError(f"{_name(a)} over dim {dims!r} of the convolution's "
-                                  f"{nd}-d output: the conv tail reduces over every spatial dim "
-                                  f"(dim {list(range(2, nd))})", a.op)
+                                  f"{nd}-d output: the conv tails reduce over the channels "
+                                  f"(dim 1) or over every spatial dim (sum / mean / amax, dim "
+                                  f"{list(range(2, nd))})", a.op)
         return (("keepdim", bool(c.get("keepdim"))), ("op", "plane"), ("reduce", a.op))
+    frame = tuple(x.shape)
+    eps = float(c["eps"]) if c.get("eps") is not None else 1e-5
+    if a.op == "batch_norm":
+        if not c.get("training"):
+            raise NotCoveredError(f"{_name(a)} in eval mode (normalising with running "
+                                  "statistics): only batch statistics are a conv tail", a.op)
+        affine = _affine(m, a, frame)
+        return (("bias", affine["bias"]), ("eps", eps), ("op", "batch_norm"),
+                ("weight", affine["weight"]))
+    if a.op == "instance_norm":  # GroupNorm with one channel per group
+        if c.get("use_input_stats") is False:
+            raise NotCoveredError(f"{_name(a)} with running statistics", a.op)
+        affine = _affine(m, a, frame)
+        return (("bias", affine["bias"]), ("eps", eps), ("groups", 0), ("op", "group_norm"),
+                ("weight", affine["weight"]))
     # group_norm
     groups = c.get("num_groups")
     if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
         raise NotCoveredError(f"{_name(a)} with num_groups={groups!r}", a.op)
-    frame = tuple(x.shape)
-    affine: dict[str, str] = {}
-    for key in ("weight", "bias"):
-        if key in a.tensors:
-            n = m.node(a.tensors[key])
-            if n.kind == "call" or n.dtype not in FLOATS:
-                raise NotCoveredError(f"{_name(a)} with a computed {key}", a.op)
-            name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
-            affine[key] = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
-                                      (x.shape[1],), n.dtype, frame, 1, "col")
-        elif isinstance(c.get(key), dict):
-            spec = c[key]
-            affine[key] = m._add_leaf("p_" + spec["path"].replace(".", "_"), "param",
-                                      spec["path"], tuple(spec["shape"]), spec["dtype"], frame,
-                                      1, "col")
-        else:
-            affine[key] = ""
-    eps = c.get("eps")
-    return (("bias", affine["bias"]), ("eps", float(eps) if eps is not None else 1e-5),
-            ("groups", groups), ("op", "group_norm"), ("weight", affine["weight"]))
+    affine = _affine(m, a, frame)
+    return (("bias", affine["bias"]), ("eps", eps), ("groups", groups), ("op", "group_norm"),
+            ("weight", affine["weight"]))
 
 
 def _prod(shape: tuple[int, ...]) -> int:

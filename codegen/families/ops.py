@@ -35,8 +35,11 @@ CONV_OPS = frozenset({"conv", "conv_transpose"})
 #: Ops the conv family runs as a second kernel after a convolution (its "tail"): pooling
 #: (``max_pool`` / ``avg_pool``: ``nn.MaxPoolNd`` / ``nn.AvgPoolNd`` and ``F.*``;
 #: ``adaptive_avg_pool``: ``nn.AdaptiveAvgPoolNd`` / ``F.adaptive_avg_pool*``) and
-#: ``group_norm`` (``nn.GroupNorm``, ``F.group_norm``).
-CONV_TAIL_OPS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "group_norm"})
+#: ``group_norm`` (``nn.GroupNorm``, ``F.group_norm``), ``instance_norm`` (``nn.InstanceNormNd``,
+#: ``F.instance_norm``) and ``batch_norm`` (``nn.BatchNormNd`` with its ``training`` flag,
+#: ``F.batch_norm``).
+CONV_TAIL_OPS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "group_norm",
+                           "instance_norm", "batch_norm"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -79,6 +82,10 @@ _PARAMS: dict[str, tuple[str, ...]] = {
                  "divisor_override"),
     "adaptive_avg_pool": ("input", "output_size"),
     "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training",
+                   "momentum", "eps"),
+    "instance_norm": ("input", "running_mean", "running_var", "weight", "bias",
+                      "use_input_stats", "momentum", "eps"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -125,6 +132,8 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         table[getattr(F, f"avg_pool{d}d")] = ("avg_pool", False)
         table[getattr(F, f"adaptive_avg_pool{d}d")] = ("adaptive_avg_pool", False)
     table[F.group_norm] = ("group_norm", False)
+    table[F.batch_norm] = ("batch_norm", False)
+    table[F.instance_norm] = ("instance_norm", False)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
@@ -231,6 +240,16 @@ def _conv_tail_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None
         return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
                               "weight": param(mod.weight, "weight"),
                               "bias": param(mod.bias, "bias")}
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+        # batch statistics when training or without running stats (as BatchNorm's forward)
+        return "batch_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias"),
+                              "training": bool(mod.training or mod.running_mean is None)}
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        return "instance_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
+                                 "bias": param(mod.bias, "bias"),
+                                 "use_input_stats": bool(mod.training
+                                                         or not mod.track_running_stats)}
     return None
 
 

@@ -60,11 +60,22 @@ BUNDLED = {
     "conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16": (
         "conv_transpose", _IG, "add", {}, {"stages": [("max_pool", "hardtanh"),
                                                       ("plane", "tanh")]}),
+    "conv3d_softmax_maxpool_bf16": ("conv", _IG, "add", {},
+                                    {"stages": [("channel", "-"), ("max_pool", "-")]}),
+    "conv_transpose3d_logsumexp_hardswish_fp32": (
+        "conv_transpose", _IG, "add", {"p_bias": "scalar"},
+        {"stages": [("channel", "add, sigmoid, mul, div, sub, clamp")]}),
+    "conv2d_batchnorm_scale_bf16": ("conv", _IG, "add", {"p_bn_weight": "col"},
+                                    {"stages": [("batch_norm", "mul")]}),
+    "conv2d_instancenorm_div_fp32": ("conv", _IG, "add", {},
+                                     {"stages": [("group_norm", "div")]}),
 }
 #: Our small tasks (conv_tasks/rec_*.py): same layout.
 EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
+    "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
+                                        {"stride": (2, 2), "dilation": (2, 2)}),
     "rec_transposed_functional_fp32": ("conv_transpose", _IG, "add", {"s": "scalar", "w": "full"},
                                        {"precision_default": "tf32", "module": "",
                                         "output_padding": (1, 1, 1)}),
@@ -80,7 +91,7 @@ NEGATIVE = {
     "rec_neg_conv_matmul": ("@ (matmul)", ["besides a convolution"]),
     "rec_neg_branching_tails": ("mean", ["one chain"]),
     "rec_neg_pool_padding": ("max_pool", ["padding=1"]),
-    "rec_neg_channel_softmax": ("softmax", ["torch.softmax"]),
+    "rec_neg_spatial_softmax": ("softmax", ["torch.softmax over dim 2", "channels (dim 1)"]),
 }
 
 
@@ -139,7 +150,8 @@ def test_rendered_conv_candidate(name):
     assert all(t.value in t.choices for t in tun.values())
     assert f"FAMILY = {{'family': 'conv', 'op': '{plan.op}', 'fused': True}}" in code
     launches = {"max_pool": "_pool_launch(y, 'max'", "avg_pool": "_pool_launch(y, 'avg'",
-                "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,"}
+                "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,",
+                "channel": "_channel_launch(y,", "batch_norm": "_batch_norm_launch(y,"}
     body = code[code.index("class ModelNew"):]
     for st in plan.param("stages"):
         assert launches[dict(st)["op"]] in body, body

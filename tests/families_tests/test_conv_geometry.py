@@ -16,10 +16,13 @@ kernels compute from them, with the kernels' own index formulas in torch (float6
 
 Each case compares with ``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` of the same
 module or functional arguments: stride, padding (symmetric, "same" with even kernels,
-"valid", large transposed paddings that crop), dilation, groups, output_padding, 1-D to 3-D.
+"valid", large transposed paddings that crop), dilation, groups, output_padding, 1-D to 3-D;
+strided transposed convs also through :func:`emulate_phases` (``_conv_phases``: one forward
+conv per output phase, as the phased kernels run them).
 """
 
 import ast
+import math
 from pathlib import Path
 
 import pytest
@@ -35,11 +38,51 @@ def _functions(conv: dict) -> dict:
     """``_conv_geometry`` and ``_conv_shapes`` from the template, with CONV = ``conv``."""
     tree = ast.parse(TEMPLATE.read_text().replace("{{CONV}}", "None"))
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
-            and n.name in ("_conv_geometry", "_conv_shapes")]
-    assert len(keep) == 2
-    ns: dict = {"CONV": conv}
+            and n.name in ("_conv_geometry", "_conv_shapes", "_conv_phases")]
+    assert len(keep) == 3
+    ns: dict = {"CONV": conv, "math": math}
     exec(compile(ast.Module(keep, []), str(TEMPLATE), "exec"), ns)  # noqa: S102 - our file
     return ns
+
+
+def emulate_phases(x: torch.Tensor, w: torch.Tensor, mod, conv: dict):
+    """A strided transposed conv as the phased kernels compute it (None when ``_conv_phases``
+    declines): the input packed with the phases' shared padding, per phase the filter taps
+    r_last - t * step (mirrored runs) and a forward conv of dilation ``dil`` from corner
+    ``lc``, its outputs stored at s * j + phi."""
+    ns = _functions(conv)
+    g = ns["_conv_geometry"](mod, tuple(x.shape), tuple(w.shape))
+    sh = ns["_conv_shapes"](g, tuple(x.shape), tuple(w.shape), True)
+    ph = ns["_conv_phases"](g, sh)
+    if ph is None:
+        return None
+    n_img, groups, cg, kg, k_out = x.shape[0], g["groups"], sh["cg"], sh["kg"], sh["k_out"]
+    x5 = x.double().reshape(n_img, x.shape[1], *g["spatial"])
+    lo, hi = ph["lo"], ph["hi"]
+    packed = F.pad(x5, (lo[2], hi[2], lo[1], hi[1], lo[0], hi[0]))  # (N, C, Dp, Hp, Wp)
+    assert tuple(packed.shape[2:]) == ph["padded"]
+    ks = g["ks"]
+    w5 = w.double().reshape(*w.shape[:2], *ks)  # (G * Cg, Kg, T, R, S)
+    outs, st, dil = sh["outs"], g["stride"], ph["dil"]
+    out = torch.zeros(n_img, k_out, *outs, dtype=torch.float64)
+    for p in ph["phases"]:
+        J, lc, taps, r_last, step, phi = (p[k] for k in ("J", "lc", "taps", "r_last", "step",
+                                                        "phi"))
+        acc = torch.zeros(n_img, k_out, *J, dtype=torch.float64)
+        for td in range(taps[0]):
+            for tr in range(taps[1]):
+                for ts in range(taps[2]):
+                    t3 = (td, tr, ts)
+                    o = [lc[i] + t3[i] * dil[i] for i in range(3)]
+                    a = packed[:, :, o[0]:o[0] + J[0], o[1]:o[1] + J[1], o[2]:o[2] + J[2]]
+                    assert tuple(a.shape[2:]) == tuple(J)
+                    r = [r_last[i] - t3[i] * step[i] for i in range(3)]
+                    for grp in range(groups):
+                        b = w5[grp * cg:(grp + 1) * cg, :, r[0], r[1], r[2]]  # (Cg, Kg)
+                        acc[:, grp * kg:(grp + 1) * kg] += torch.einsum(
+                            "nczpq,ck->nkzpq", a[:, grp * cg:(grp + 1) * cg], b)
+        out[:, :, phi[0]::st[0], phi[1]::st[1], phi[2]::st[2]] = acc
+    return out.reshape(n_img, k_out, *outs[3 - conv["dims"]:])
 
 
 def emulate(x: torch.Tensor, w: torch.Tensor, mod, conv: dict) -> torch.Tensor:
@@ -109,6 +152,10 @@ CASES = [
     (1, True, (11,), 6, 4, 5, {"stride": 4, "padding": 1, "output_padding": 2}),
     (3, True, (4, 5, 3), 4, 6, 3, {"stride": (2, 1, 2), "padding": (1, 0, 1),
                                    "output_padding": (1, 0, 0)}),
+    (2, True, (6, 7), 4, 6, 5, {"stride": 2, "padding": 2, "dilation": 2}),  # gcd(dl, s) = 2
+    (2, True, (5, 6), 4, 6, (2, 4), {"stride": (2, 4), "padding": (0, 1)}),
+    (1, True, (9,), 4, 6, 4, {"stride": 3, "padding": 5, "dilation": 3}),  # gcd 3
+    (1, True, (9,), 4, 6, 1, {"stride": 2}),  # phases without taps: the zero-inserting path
 ]
 
 
@@ -133,6 +180,10 @@ def test_kernel_geometry_matches_torch(case, via):
     got = emulate(x, m.weight.detach(), m if via == "module" else None, conv)
     assert got.shape == ref.shape
     torch.testing.assert_close(got, ref.detach(), rtol=1e-10, atol=1e-10)
+    if transposed:
+        phased = emulate_phases(x, m.weight.detach(), m if via == "module" else None, conv)
+        if phased is not None:
+            torch.testing.assert_close(phased, ref.detach(), rtol=1e-10, atol=1e-10)
 
 
 def test_functional_padding_same_string():

@@ -1,7 +1,7 @@
 """GPU check: the conv family's candidates are correct through the real evaluator.
 
     pytest -m gpu tests/families_tests/test_conv_gpu.py -q -s            # everything (~15 min)
-    pytest -m gpu tests/families_tests/test_conv_gpu.py -q -s -k smoke   # 6 cases (~3 min)
+    pytest -m gpu tests/families_tests/test_conv_gpu.py -q -s -k smoke   # 8 cases (~3 min)
 
 Each case renders the conv plan recognised from a bundled task (``benchmarks/tasks/conv*``)
 or a ``conv_tasks/rec_*`` task into a candidate and evaluates it with
@@ -11,7 +11,9 @@ no baselines) and asserts the verdict is ``correct``. Cases: the default candida
 conv task, then a few knob values on ``conv2d_bf16`` / ``conv2d_fp32`` (64-row tiles,
 clusters with multicast, narrow k tiles, stages, promotion off and on) and on the direct
 kernel (tile width, rows per thread). ``smoke`` selects one case per kernel path: bf16 and
-3xTF32 implicit GEMM, transposed (zero-inserting pack), grouped, 3-D, and the direct kernel.
+3xTF32 implicit GEMM, a strided transposed conv (one GEMM per output phase) and one on the
+zero-inserted input, grouped, 3-D with tails (softmax over channels, max pooling), GroupNorm
++ max pooling, and the direct kernel.
 
 Every case is its own test, keeps its candidate in ``runs/conv_gpu/`` (reproduce with
 ``cutegen eval TASK FILE``) and appends one JSON line to ``runs/conv_gpu/summary*.jsonl`` (one
@@ -34,8 +36,10 @@ SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.
 pytestmark = pytest.mark.gpu
 
 SMOKE = ("conv2d_bf16", "conv2d_fp32", "conv_transpose2d_bf16", "conv2d_grouped_bf16",
-         "conv3d_bf16", "conv2d_depthwise_relu6_bf16")
-TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_functional_fp32"]
+         "conv3d_softmax_maxpool_bf16", "conv2d_depthwise_relu6_bf16",
+         "rec_transposed_zero_insert_bf16", "conv2d_groupnorm_scale_maxpool_clamp_bf16")
+TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_functional_fp32",
+                                 "rec_transposed_zero_insert_bf16"]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
           ("conv2d_bf16", (("cluster_n", 2),)), ("conv2d_bf16", (("tile_k", 16),)),
