@@ -45,7 +45,8 @@ from __future__ import annotations
 import textwrap
 
 from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, PROMOTE_DEFAULT
-from cutegen.codegen.families.operands import Operands, source
+from cutegen.codegen.families.operands import Operands
+from cutegen.codegen.families.operands import source as _plain_source
 from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
@@ -54,15 +55,18 @@ from cutegen.codegen.families.template import render_template
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
 #: Initial conv candidates besides the default: (label, knob values), each used when its
-#: values are allowed choices that differ from the defaults. Not yet measured on convs: the
-#: order follows the gemm suite's bench (a 2x1 cluster first), then a narrower tile for
-#: the small output-channel counts of level-2 convs, then half-height tiles (more tiles for
-#: small N * P * Q).
+#: values are allowed choices that differ from the defaults (so the implicit GEMM's and the
+#: direct kernel's variants never mix). Not yet measured on convs: the order follows the gemm
+#: suite's bench (a 2x1 cluster first), then a narrower tile for the small output-channel
+#: counts of level-2 convs, then half-height tiles (more tiles for small N * P * Q); for the
+#: direct kernel wider and then shorter tiles.
 CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
     ("tile_m 64", {"tile_m": 64}),
+    ("tile_w 64", {"tile_w": 64}),
+    ("rows 2", {"rows": 2}),
 )
 
 
@@ -146,6 +150,25 @@ def _conv_literal(plan: Plan) -> str:
     return repr({k: plan.param(k) for k in keys})
 
 
+def attr_path(path: str) -> str:
+    """``self.<path>`` as an expression, also for submodules whose names are not identifiers
+    (``features.0.weight`` of an ``nn.Sequential`` -> ``getattr(self.features, '0').weight``)."""
+    expr = "self"
+    for part in path.split("."):
+        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
+    return expr
+
+
+def source(lf: Leaf) -> str:
+    """The forward expression reading leaf ``lf`` (see operands.source), with parameter paths
+    through :func:`attr_path`."""
+    if lf.source == "param":
+        return f"{attr_path(lf.ref)}.detach()"
+    if lf.source == "attr":
+        return f"float({attr_path(lf.ref)})"
+    return _plain_source(lf)
+
+
 def _wrapped(lf: Leaf) -> str:
     """How the forward passes an epilogue leaf to ``_conv_launch``."""
     src = source(lf)
@@ -216,7 +239,7 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
                                     doc="The fused epilogue, applied to each fp32 accumulator "
                                         "y (x is y too)."))
     module = plan.param("module")
-    mod = f"self.{module}" if module else "None"
+    mod = attr_path(module) if module else "None"
     x_leaf = plan.leaf(plan.param("x"))
     x = source(x_leaf)
     w = source(plan.leaf(plan.param("weight")))

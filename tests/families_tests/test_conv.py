@@ -74,6 +74,8 @@ BUNDLED = {
 EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
+    "rec_sequential_fp32": ("conv", _IG, "add, relu", {"p_features_0_bias": "col"},
+                            {"module": "features.0"}),
     "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
                                         {"stride": (2, 2), "dilation": (2, 2)}),
     "rec_transposed_functional_fp32": ("conv_transpose", _IG, "add", {"s": "scalar", "w": "full"},
@@ -157,6 +159,8 @@ def test_rendered_conv_candidate(name):
         assert launches[dict(st)["op"]] in body, body
     if not plan.param("stages"):
         assert "class PoolKernel" not in code
+    if plan.param("module") == "features.0":
+        assert "getattr(self.features, '0')" in body
     if plan.param("algo") == "direct":
         assert "class DirectConvKernel" in code and "class GemmKernel" not in code
         assert declared_precision(code) == "" and "precision" not in values
@@ -180,11 +184,12 @@ def test_tile_k_default_wastes_little():
 def test_conv_proposals_and_moves():
     """The root offers the default conv candidate then CONV_VARIANTS; a conv parent gets
     one-knob moves (family "conv"), the precision only within the plan's modes."""
-    from cutegen.codegen.families.moves import family_moves, family_proposals
+    from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for
     from cutegen.codegen.rewriters.base import RewriteContext
     from cutegen.codegen.tasks import load_task_file
 
     task = load_task_file(fd.task_path("conv2d_fp32"), name="conv2d_fp32")
+    recognition_for(task, in_process=True)  # cached: no capture in a child process
     props = family_proposals(task)
     assert props and props[0].move.params["variant"] == "default"
     assert all(p.move.params["family"] == "conv" for p in props)
@@ -196,3 +201,15 @@ def test_conv_proposals_and_moves():
     assert {"tile_m", "tile_n", "tile_k", "cluster_m", "stages", "promote"} <= names
     assert all(p.move.params["family"] == "conv" for p in moves)
     assert not any(p.move.params["name"] == "precision" for p in moves)  # 1e-4: 3xtf32 only
+
+
+def test_direct_conv_proposals():
+    """A depthwise task's root candidates are the direct kernel's default and its own
+    variants (none of the implicit GEMM's knobs)."""
+    from cutegen.codegen.families.moves import family_proposals, recognition_for
+    from cutegen.codegen.tasks import load_task_file
+
+    task = load_task_file(fd.task_path("conv2d_depthwise_bf16"), name="conv2d_depthwise_bf16")
+    recognition_for(task, in_process=True)
+    labels = [p.move.params["variant"] for p in family_proposals(task)]
+    assert labels == ["default", "tile_w 64", "rows 2"]
