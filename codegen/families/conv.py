@@ -92,6 +92,33 @@ def tile_k_for(channels: int, choices: list[int], fp32: bool) -> int:
 DIRECT_KNOBS = ({"tile_w": 32, "rows": 4}, {"tile_w": [16, 32, 64], "rows": [1, 2, 4]})
 
 
+#: SMs of an H100 / H200: fewer output tiles than this leave SMs idle.
+_SMS = 132
+
+
+def _default_tiles(plan: Plan, kg: int, tile_ns: list[int]) -> tuple[int, int]:
+    """(tile_m, tile_n) of the default candidate: the narrowest tile_n holding a group's
+    output channels, then, while the main shape has fewer output tiles (over all groups)
+    than the GPU has SMs, 64-row tiles and then narrower columns (a conv over few pixels,
+    e.g. 7 x 7 late-layer maps, would otherwise leave most SMs idle)."""
+    tile_n = next((n for n in tile_ns if n >= kg), tile_ns[-1])
+    shape = plan.param("conv_shape") or ()
+    pixels = 1
+    for d in (shape[:1] + shape[2:]) if shape else ():
+        pixels *= d
+    groups = int(plan.param("groups", 1))
+
+    def tiles(tm: int, tn: int) -> int:
+        return -(-pixels // tm) * -(-kg // tn) * groups
+
+    tile_m = 128
+    if pixels and tiles(tile_m, tile_n) < _SMS:
+        tile_m = 64
+        while tiles(tile_m, tile_n) < _SMS and tile_n > min(tile_ns):
+            tile_n = max(n for n in tile_ns if n < tile_n)
+    return tile_m, tile_n
+
+
 def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
     every knob compiles with the others at their defaults)."""
@@ -108,7 +135,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     kg = int(plan.param("out_channels", 1)) // groups
     tile_ks = [8, 16, 32] if fp32 else [16, 32, 64]
     tile_ns = FP32_TILE_N if fp32 else [64, 128, 192, 256]
-    values = {"tile_m": 128, "tile_n": next((n for n in tile_ns if n >= kg), tile_ns[-1]),
+    tile_m, tile_n = _default_tiles(plan, kg, tile_ns)
+    values = {"tile_m": tile_m, "tile_n": tile_n,
               "tile_k": tile_k_for(cg, tile_ks, fp32), "cluster_m": 1, "cluster_n": 1, "stages": 0,
               "raster": "m", "swizzle": 1,
               "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,

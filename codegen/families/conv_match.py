@@ -17,7 +17,8 @@ The conv's own bias is the epilogue's first op (``%y + bias``). The plan's param
 call; the candidate reads the geometry from the module at run time), ``dims`` (1, 2, 3),
 ``transposed``, ``stride`` / ``padding`` / ``dilation`` / ``output_padding`` (per spatial
 dim; ``padding`` may be "same" / "valid"), ``groups``, ``in_channels`` / ``out_channels`` /
-``kernel``, ``algo`` (``implicit_gemm``: the Hopper GEMM with im2col TMA loads;
+``kernel``, ``conv_shape`` (the convolution's output shape on the main inputs), ``algo``
+(``implicit_gemm``: the Hopper GEMM with im2col TMA loads;
 ``direct``: forward convs with fewer than 16 channels per group on either side, depthwise
 ones first) and the precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
 where the task's tolerance admits it).
@@ -292,7 +293,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     module = weight.ref.rsplit(".", 1)[0] if (weight.source == "param" and "weight" not in
                                               g.tensors and "." in weight.ref) else ""
     modes = precision_modes(x_dtype, m.cap.tolerance)
-    params.update({"x": x_leaf, "weight": w_leaf, "module": module,
+    params.update({"x": x_leaf, "weight": w_leaf, "module": module, "conv_shape": frame,
                    "precision_default": modes[-1], "precision_modes": modes})
     kind = "transposed " if params["transposed"] else ""
     spatial = "x".join(map(str, x.shape[2:]))
