@@ -238,7 +238,9 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     g = m.node(convs[0])
     for i in sorted(calls - {g.id}):
         n = m.node(i)
-        if not (_is_tail(n) or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
+        picks = n.op == "getitem" and _is_tail(m.node(n.tensors.get("input", -1))) and \
+            n.consts.get("index") == 0  # the values of torch.max / min over a dim
+        if not (_is_tail(n) or picks or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
             raise NotCoveredError(
                 f"{_name(n)} after a convolution: the conv family fuses pointwise ops and runs "
                 "pooling, GroupNorm and reductions over the spatial dims as tail kernels", n.op)
@@ -280,6 +282,13 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         if k < len(anchors):
             prev = m.node(anchors[k])
             stages.append(_stage(m, prev, calls, out))
+            if prev.op in ("max", "min"):  # (values, indices): the values, through getitem
+                uses = m.users(prev.id, calls | {out.id})
+                if len(uses) != 1 or m.node(uses[0]).op != "getitem" or m.node(
+                        uses[0]).consts.get("index") != 0:
+                    raise NotCoveredError(f"{_name(prev)} over the channels with its indices "
+                                          "used: only the values are a conv tail", "argmax")
+                prev = m.node(uses[0])
     epilogue = chains[0]
     params["stages"] = tuple(tuple(sorted({**dict(st), "post": chains[i + 1]}.items()))
                              for i, st in enumerate(stages))
@@ -326,8 +335,12 @@ _CHANNEL_OPS = frozenset({"sum", "mean", "amax", "amin", "logsumexp", "softmax",
 
 
 def _is_tail(n: Node) -> bool:
-    return n.kind == "call" and (n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS
-                                 or n.op in _CHANNEL_OPS)
+    """Whether a node is a tail op (``torch.max`` / ``min`` with a dim: a reduction too)."""
+    if n.kind != "call":
+        return False
+    if n.op in ("max", "min"):
+        return "other" not in n.tensors and n.consts.get("dim") is not None
+    return n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS or n.op in _CHANNEL_OPS
 
 
 def _affine(m: ConvMatcher, a: Node, frame: tuple[int, ...]) -> dict[str, str]:
@@ -384,6 +397,9 @@ def _stage(m: ConvMatcher, a: Node, calls: set[int], out: Node) -> tuple:
             raise NotCoveredError(f"{_name(a)} to output size {c.get('output_size')!r} (only "
                                   "global average pooling, output size 1, is a tail)", a.op)
         return (("keepdim", True), ("op", "plane"), ("reduce", "mean"))
+    if a.op in ("max", "min"):  # with a dim: its values are amax / amin
+        a = Node(a.id, a.kind, "amax" if a.op == "max" else "amin", a.target, a.tensors,
+                 a.consts, a.shape, a.dtype, a.value)
     if a.op in _PLANE_REDUCE_OPS | _CHANNEL_OPS:
         dims = c.get("dim")
         ds = sorted({int(d) % nd for d in (dims if isinstance(dims, list) else [dims])

@@ -74,6 +74,7 @@ BUNDLED = {
 EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
+    "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
     "rec_sequential_fp32": ("conv", _IG, "add, relu", {"p_features_0_bias": "col"},
                             {"module": "features.0"}),
     "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
