@@ -278,6 +278,11 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
     for i, st in enumerate(stages, 1):
         lines.append(_stage_line(plan, st, i, parts,
                                  _DTYPES[plan.out_dtype] if i == len(stages) else mid))
+    for op, args in plan.param("reshapes", ()):
+        call = {"squeeze": "torch.squeeze", "unsqueeze": "torch.unsqueeze",
+                "flatten": "torch.flatten"}[op]
+        given = [repr(v) for _, v in args if v is not None]
+        lines.append(f"y = {call}({', '.join(['y', *given])})")
     lines.append("return y")
     body = "\n".join(lines)
     args = ", ".join(plan.forward_args)

@@ -28,7 +28,9 @@ reading what the one before wrote, with the pointwise ops after it fused into it
 pooling (windows inside the tensor), global average pooling or a sum / mean / amax over every
 spatial dim ("plane"), a sum / mean / amax / amin / logsumexp / softmax / log-softmax over the
 channels ("channel"), GroupNorm and InstanceNorm (``group_norm``; groups 0: one channel per
-group), BatchNorm with batch statistics (training mode), each with its affine. ``stages`` holds them in order, each as
+group), BatchNorm with batch statistics (training mode), each with its affine. The result may
+end with ``squeeze`` / ``unsqueeze`` / ``flatten`` (``reshapes``: views the forward applies
+as written). ``stages`` holds them in order, each as
 sorted (key, value) pairs with its ``op``, parameters and ``post`` chain (leaves classified
 against that op's output).
 
@@ -46,7 +48,13 @@ from __future__ import annotations
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.gemm_match import precision_modes
 from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
-from cutegen.codegen.families.ops import CONV_OPS, CONV_TAIL_OPS, MATMUL_OPS, POINTWISE_OPS
+from cutegen.codegen.families.ops import (
+    CONV_OPS,
+    CONV_TAIL_OPS,
+    MATMUL_OPS,
+    POINTWISE_OPS,
+    RESHAPE_OPS,
+)
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
 
 #: Largest ``(kernel - 1) * dilation`` per spatial dim: the im2col TMA descriptor (always
@@ -236,6 +244,17 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         raise NotCoveredError(f"{_name(m.node(mms[0]))} besides a convolution: a family kernel "
                               "computes one of them", _name(m.node(mms[0])))
     g = m.node(convs[0])
+    # trailing squeeze / unsqueeze / flatten: views of the result, applied by the forward
+    reshapes: list[tuple] = []
+    while out.kind == "call" and out.op in RESHAPE_OPS and "input" in out.tensors:
+        src = m.node(out.tensors["input"])
+        if len(m.users(src.id, calls | {out.id})) != 1:
+            raise NotCoveredError(f"{_name(out)} of a tensor used elsewhere", out.op)
+        args = tuple((k, out.consts.get(k)) for k in (
+            ("dim",) if out.op != "flatten" else ("start_dim", "end_dim")))
+        reshapes.insert(0, (out.op, args))
+        calls = calls - {out.id}
+        out = src
     for i in sorted(calls - {g.id}):
         n = m.node(i)
         picks = n.op == "getitem" and _is_tail(m.node(n.tensors.get("input", -1))) and \
@@ -302,6 +321,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     module = weight.ref.rsplit(".", 1)[0] if (weight.source == "param" and "weight" not in
                                               g.tensors and "." in weight.ref) else ""
     modes = precision_modes(x_dtype, m.cap.tolerance)
+    params["reshapes"] = tuple(reshapes)
     params.update({"x": x_leaf, "weight": w_leaf, "module": module, "conv_shape": frame,
                    "precision_default": modes[-1], "precision_modes": modes})
     kind = "transposed " if params["transposed"] else ""
@@ -322,6 +342,8 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     for i, ch in enumerate(chains[1:]):
         if not ch.empty:
             desc += f"; after tail {i + 1}: {ch.describe()}"
+    if reshapes:
+        desc += "; then " + ", ".join(op for op, _ in reshapes)
     leaves = tuple(m.leaves.values())
     return Plan("conv", g.op, leaves, x_leaf, Chain((), "@" + x_leaf), epilogue,
                 tuple(sorted(params.items())), out.dtype, "conv", m.cap.forward_args, desc)

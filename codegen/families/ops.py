@@ -40,6 +40,9 @@ CONV_OPS = frozenset({"conv", "conv_transpose"})
 #: ``F.batch_norm``).
 CONV_TAIL_OPS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "group_norm",
                            "instance_norm", "batch_norm"})
+#: Shape-only ops a conv family result may end with (``squeeze`` / ``unsqueeze`` /
+#: ``flatten``, torch and Tensor forms): views of the contiguous result, applied as they are.
+RESHAPE_OPS = frozenset({"squeeze", "unsqueeze", "flatten"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -86,6 +89,8 @@ _PARAMS: dict[str, tuple[str, ...]] = {
                    "momentum", "eps"),
     "instance_norm": ("input", "running_mean", "running_var", "weight", "bias",
                       "use_input_stats", "momentum", "eps"),
+    "squeeze": ("input", "dim"), "unsqueeze": ("input", "dim"),
+    "flatten": ("input", "start_dim", "end_dim"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -134,6 +139,8 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
     table[F.group_norm] = ("group_norm", False)
     table[F.batch_norm] = ("batch_norm", False)
     table[F.instance_norm] = ("instance_norm", False)
+    for name in ("squeeze", "unsqueeze", "flatten"):
+        table[getattr(torch, name)] = (name, False)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",

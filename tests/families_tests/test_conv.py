@@ -75,6 +75,10 @@ EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
     "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
+    "rec_gelu_globalavg_squeeze_bf16": (
+        "conv", _IG, "add, gelu", {}, {"stages": [("plane", "-")],
+                                       "reshapes": (("squeeze", (("dim", -1),)),
+                                                    ("squeeze", (("dim", -1),)))}),
     "rec_sequential_fp32": ("conv", _IG, "add, relu", {"p_features_0_bias": "col"},
                             {"module": "features.0"}),
     "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},

@@ -40,7 +40,7 @@ SMOKE = ("conv2d_bf16", "conv2d_fp32", "conv_transpose2d_bf16", "conv2d_grouped_
          "rec_transposed_zero_insert_bf16", "conv2d_groupnorm_scale_maxpool_clamp_bf16")
 TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_functional_fp32",
                                  "rec_transposed_zero_insert_bf16", "rec_sequential_fp32",
-                                 "rec_min_tanh_bf16"]
+                                 "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16"]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
           ("conv2d_bf16", (("cluster_n", 2),)), ("conv2d_bf16", (("tile_k", 16),)),
