@@ -46,15 +46,10 @@ tails that branch, and pooling with padding, dilation or ceil_mode.
 from __future__ import annotations
 
 from cutegen.codegen.families.capture import Node
+from cutegen.codegen.families.conv_tails import is_tail, op_name, per_dim, tail_stage
 from cutegen.codegen.families.gemm_match import precision_modes
 from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
-from cutegen.codegen.families.ops import (
-    CONV_OPS,
-    CONV_TAIL_OPS,
-    MATMUL_OPS,
-    POINTWISE_OPS,
-    RESHAPE_OPS,
-)
+from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS, POINTWISE_OPS, RESHAPE_OPS
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
 
 #: Largest ``(kernel - 1) * dilation`` per spatial dim: the im2col TMA descriptor (always
@@ -100,19 +95,6 @@ def conv_ids(m: Matcher, calls: set[int]) -> list[int]:
     return sorted(i for i in calls if m.node(i).op in CONV_OPS)
 
 
-def _name(n: Node) -> str:
-    name = n.target or n.op
-    return {"_operator.matmul": "@ (matmul)"}.get(name, name)
-
-
-def _per_dim(v: object, dims: int, what: str, g: Node) -> tuple[int, ...]:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return (v,) * dims
-    if isinstance(v, list) and len(v) in (1, dims) and all(isinstance(x, int) for x in v):
-        return tuple(v) * (dims // len(v))
-    raise NotCoveredError(f"{_name(g)} with {what}={v!r}", _name(g))
-
-
 def _operand(m: ConvMatcher, g: Node, key: str, frame: tuple[int, ...]) -> tuple[str, str]:
     """(leaf name, dtype) of the conv's input / weight: a forward argument or a parameter."""
     if key in g.tensors:
@@ -120,9 +102,9 @@ def _operand(m: ConvMatcher, g: Node, key: str, frame: tuple[int, ...]) -> tuple
         if n.kind == "call":
             what = "input" if key == "input" else key
             raise NotCoveredError(
-                f"the {what} of {_name(g)} is computed by {_name(n)}: the conv family reads "
+                f"the {what} of {op_name(g)} is computed by {op_name(n)}: the conv family reads "
                 "its input and weight from forward arguments or parameters (pointwise ops are "
-                "fused after the convolution, not before)", _name(g))
+                "fused after the convolution, not before)", op_name(g))
         name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
         leaf = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op, n.shape,
                            n.dtype, frame, 1, "full")
@@ -132,7 +114,7 @@ def _operand(m: ConvMatcher, g: Node, key: str, frame: tuple[int, ...]) -> tuple
         name = "p_" + spec["path"].replace(".", "_")
         return m._add_leaf(name, "param", spec["path"], tuple(spec["shape"]), spec["dtype"],
                            frame, 1, "full"), spec["dtype"]
-    raise NotCoveredError(f"{_name(g)} without a {key} tensor", _name(g))
+    raise NotCoveredError(f"{op_name(g)} without a {key} tensor", op_name(g))
 
 
 def _bias(m: ConvMatcher, g: Node, frame: tuple[int, ...]) -> str:
@@ -141,7 +123,7 @@ def _bias(m: ConvMatcher, g: Node, frame: tuple[int, ...]) -> str:
     if "bias" in g.tensors:
         n = m.node(g.tensors["bias"])
         if n.kind == "call" or n.dtype not in FLOATS:
-            raise NotCoveredError(f"{_name(g)} with a computed or non-float bias", _name(g))
+            raise NotCoveredError(f"{op_name(g)} with a computed or non-float bias", op_name(g))
         name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
         return m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
                            (k,), n.dtype, frame, 1, "col")
@@ -151,7 +133,7 @@ def _bias(m: ConvMatcher, g: Node, frame: tuple[int, ...]) -> str:
         return m._add_leaf(name, "param", spec["path"], tuple(spec["shape"]), spec["dtype"],
                            frame, 1, "col")
     if spec not in (None, False):
-        raise NotCoveredError(f"{_name(g)} with bias={spec!r}", _name(g))
+        raise NotCoveredError(f"{op_name(g)} with bias={spec!r}", op_name(g))
     return ""
 
 
@@ -162,23 +144,23 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
     dims = len(w_shape) - 2
     transposed = g.op == "conv_transpose"
     if c.get("padding_mode", "zeros") != "zeros":
-        raise NotCoveredError(f"{_name(g)} with padding_mode={c['padding_mode']!r} (zeros only)",
-                              _name(g))
+        raise NotCoveredError(f"{op_name(g)} with padding_mode={c['padding_mode']!r} (zeros only)",
+                              op_name(g))
     if dims not in (1, 2, 3):
-        raise NotCoveredError(f"{_name(g)} with a {dims}-d kernel", _name(g))
+        raise NotCoveredError(f"{op_name(g)} with a {dims}-d kernel", op_name(g))
     if len(x.shape) != dims + 2:
-        raise NotCoveredError(f"{_name(g)} of an unbatched {len(x.shape)}-d input (the conv "
-                              "family takes (N, C, *spatial))", _name(g))
-    stride = _per_dim(c.get("stride", 1), dims, "stride", g)
-    dilation = _per_dim(c.get("dilation", 1), dims, "dilation", g)
+        raise NotCoveredError(f"{op_name(g)} of an unbatched {len(x.shape)}-d input (the conv "
+                              "family takes (N, C, *spatial))", op_name(g))
+    stride = per_dim(c.get("stride", 1), dims, "stride", g)
+    dilation = per_dim(c.get("dilation", 1), dims, "dilation", g)
     pad = c.get("padding", 0)
-    padding: object = pad if isinstance(pad, str) else _per_dim(pad, dims, "padding", g)
+    padding: object = pad if isinstance(pad, str) else per_dim(pad, dims, "padding", g)
     if isinstance(pad, str) and pad not in ("same", "valid"):
-        raise NotCoveredError(f"{_name(g)} with padding={pad!r}", _name(g))
-    out_pad = _per_dim(c.get("output_padding", 0), dims, "output_padding", g)
+        raise NotCoveredError(f"{op_name(g)} with padding={pad!r}", op_name(g))
+    out_pad = per_dim(c.get("output_padding", 0), dims, "output_padding", g)
     groups = c.get("groups", 1)
     if not isinstance(groups, int) or groups < 1:
-        raise NotCoveredError(f"{_name(g)} with groups={groups!r}", _name(g))
+        raise NotCoveredError(f"{op_name(g)} with groups={groups!r}", op_name(g))
     kernel = tuple(w_shape[2:])
     in_ch = x.shape[1]
     out_ch = w_shape[1] * groups if transposed else w_shape[0]
@@ -191,27 +173,27 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
         kind = "depthwise" if cg == 1 else "grouped"
         if transposed:
             raise NotCoveredError(
-                f"{_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
+                f"{op_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
                 f"and {kg} output channels): the direct kernel computes forward convs only",
-                _name(g))
+                op_name(g))
         tile = _direct_tile_bytes(kernel, stride, dilation)
         if tile > MAX_DIRECT_TILE_BYTES:
             raise NotCoveredError(
-                f"{_name(g)}: a {kind} convolution whose smallest input tile ({tile} bytes of "
-                f"shared memory) exceeds {MAX_DIRECT_TILE_BYTES}", _name(g))
+                f"{op_name(g)}: a {kind} convolution whose smallest input tile ({tile} bytes of "
+                f"shared memory) exceeds {MAX_DIRECT_TILE_BYTES}", op_name(g))
         geo["algo"] = "direct"
         return geo
     for i in range(dims):
         extent = (kernel[i] - 1) * dilation[i]
         if extent > MAX_FILTER_EXTENT:
             raise NotCoveredError(
-                f"{_name(g)} with kernel {kernel[i]} and dilation {dilation[i]} along spatial "
+                f"{op_name(g)} with kernel {kernel[i]} and dilation {dilation[i]} along spatial "
                 f"dim {i}: (kernel - 1) * dilation = {extent} > {MAX_FILTER_EXTENT}, more than "
-                "the TMA im2col descriptor's pixel-box corner encodes", _name(g))
+                "the TMA im2col descriptor's pixel-box corner encodes", op_name(g))
         if not transposed and stride[i] > MAX_STRIDE:
             raise NotCoveredError(
-                f"{_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
-                "stride)", _name(g))
+                f"{op_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
+                "stride)", op_name(g))
     return geo
 
 
@@ -236,20 +218,20 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     m = ConvMatcher(m0.cap)
     convs = conv_ids(m, calls)
     if len(convs) > 1:
-        names = ", ".join(_name(m.node(i)) for i in convs)
+        names = ", ".join(op_name(m.node(i)) for i in convs)
         raise NotCoveredError(f"more than one convolution ({names}): the conv family computes "
-                              "one", _name(m.node(convs[1])))
+                              "one", op_name(m.node(convs[1])))
     mms = sorted(i for i in calls if m.node(i).op in MATMUL_OPS)
     if mms:
-        raise NotCoveredError(f"{_name(m.node(mms[0]))} besides a convolution: a family kernel "
-                              "computes one of them", _name(m.node(mms[0])))
+        raise NotCoveredError(f"{op_name(m.node(mms[0]))} besides a convolution: a family kernel "
+                              "computes one of them", op_name(m.node(mms[0])))
     g = m.node(convs[0])
     # trailing squeeze / unsqueeze / flatten: views of the result, applied by the forward
     reshapes: list[tuple] = []
     while out.kind == "call" and out.op in RESHAPE_OPS and "input" in out.tensors:
         src = m.node(out.tensors["input"])
         if len(m.users(src.id, calls | {out.id})) != 1:
-            raise NotCoveredError(f"{_name(out)} of a tensor used elsewhere", out.op)
+            raise NotCoveredError(f"{op_name(out)} of a tensor used elsewhere", out.op)
         args = tuple((k, out.consts.get(k)) for k in (
             ("dim",) if out.op != "flatten" else ("start_dim", "end_dim")))
         reshapes.insert(0, (out.op, args))
@@ -257,30 +239,30 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         out = src
     for i in sorted(calls - {g.id}):
         n = m.node(i)
-        picks = n.op == "getitem" and _is_tail(m.node(n.tensors.get("input", -1))) and \
+        picks = n.op == "getitem" and is_tail(m.node(n.tensors.get("input", -1))) and \
             n.consts.get("index") == 0  # the values of torch.max / min over a dim
-        if not (_is_tail(n) or picks or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
+        if not (is_tail(n) or picks or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
             raise NotCoveredError(
-                f"{_name(n)} after a convolution: the conv family fuses pointwise ops and runs "
+                f"{op_name(n)} after a convolution: the conv family fuses pointwise ops and runs "
                 "pooling, GroupNorm and reductions over the spatial dims as tail kernels", n.op)
     frame = tuple(g.shape)
     x_id = g.tensors.get("input")
     if x_id is None:
-        raise NotCoveredError(f"{_name(g)} of a non-tensor input", _name(g))
+        raise NotCoveredError(f"{op_name(g)} of a non-tensor input", op_name(g))
     x = m.node(x_id)
     x_leaf, x_dtype = _operand(m, g, "input", frame)
     w_leaf, w_dtype = _operand(m, g, "weight", frame)
     w_shape = m.leaves[w_leaf].shape
     if x_dtype not in FLOATS:
-        raise NotCoveredError(f"{_name(g)} of a {x_dtype} input", x_dtype)
+        raise NotCoveredError(f"{op_name(g)} of a {x_dtype} input", x_dtype)
     if x_dtype != w_dtype:
-        raise NotCoveredError(f"{_name(g)} of mixed dtypes ({x_dtype} and {w_dtype})",
+        raise NotCoveredError(f"{op_name(g)} of mixed dtypes ({x_dtype} and {w_dtype})",
                               "mixed dtypes")
     params: dict[str, object] = _geometry(g, x, tuple(w_shape))
     bias = _bias(m, g, frame)
     # the stages: the conv's epilogue up to the first tail op, then each tail op with the
     # pointwise ops after it up to the next one (or the result)
-    anchors = sorted(i for i in calls if _is_tail(m.node(i)))
+    anchors = sorted(i for i in calls if is_tail(m.node(i)))
     bounds = [(g, x) for x in [*(m.node(i).tensors.get("input", -1) for i in anchors), out.id]]
     prev: Node = g
     chains: list[Chain] = []
@@ -288,7 +270,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     for k, (_, end) in enumerate(bounds):
         if end < 0 or prev.id not in m.ancestors(end):
             a = m.node(anchors[k])
-            raise NotCoveredError(f"{_name(a)} of a tensor that is not computed from the "
+            raise NotCoveredError(f"{op_name(a)} of a tensor that is not computed from the "
                                   "convolution through the ops before it (the pooling / "
                                   "norm / reduction tails after a convolution form one chain)",
                                   a.op)
@@ -300,12 +282,12 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         chains.append(chain)
         if k < len(anchors):
             prev = m.node(anchors[k])
-            stages.append(_stage(m, prev, calls, out))
+            stages.append(tail_stage(m, prev))
             if prev.op in ("max", "min"):  # (values, indices): the values, through getitem
                 uses = m.users(prev.id, calls | {out.id})
                 if len(uses) != 1 or m.node(uses[0]).op != "getitem" or m.node(
                         uses[0]).consts.get("index") != 0:
-                    raise NotCoveredError(f"{_name(prev)} over the channels with its indices "
+                    raise NotCoveredError(f"{op_name(prev)} over the channels with its indices "
                                           "used: only the values are a conv tail", "argmax")
                 prev = m.node(uses[0])
     epilogue = chains[0]
@@ -327,7 +309,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     kind = "transposed " if params["transposed"] else ""
     spatial = "x".join(map(str, x.shape[2:]))
     kern = "x".join(map(str, params["kernel"]))  # type: ignore[arg-type]
-    desc = (f"{kind}conv{params['dims']}d ({_name(g)}): {x.shape[0]} x {x.shape[1]} x {spatial} "
+    desc = (f"{kind}conv{params['dims']}d ({op_name(g)}): {x.shape[0]} x {x.shape[1]} x {spatial} "
             f"-> {frame[1]} channels, kernel {kern}, stride {params['stride']}, padding "
             f"{params['padding']}, dilation {params['dilation']}, groups {params['groups']}, "
             f"{x_dtype}, " + ("direct (fp32 sums)" if params["algo"] == "direct"
@@ -347,121 +329,3 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     leaves = tuple(m.leaves.values())
     return Plan("conv", g.op, leaves, x_leaf, Chain((), "@" + x_leaf), epilogue,
                 tuple(sorted(params.items())), out.dtype, "conv", m.cap.forward_args, desc)
-
-
-#: Reductions over every spatial dim a conv tail may be (besides CONV_TAIL_OPS).
-_PLANE_REDUCE_OPS = frozenset({"sum", "mean", "amax"})
-#: Ops over the channel dim (dim 1) a conv tail may be: reductions and (log-)softmax.
-_CHANNEL_OPS = frozenset({"sum", "mean", "amax", "amin", "logsumexp", "softmax",
-                          "log_softmax"})
-
-
-def _is_tail(n: Node) -> bool:
-    """Whether a node is a tail op (``torch.max`` / ``min`` with a dim: a reduction too)."""
-    if n.kind != "call":
-        return False
-    if n.op in ("max", "min"):
-        return "other" not in n.tensors and n.consts.get("dim") is not None
-    return n.op in CONV_TAIL_OPS or n.op in _PLANE_REDUCE_OPS or n.op in _CHANNEL_OPS
-
-
-def _affine(m: ConvMatcher, a: Node, frame: tuple[int, ...]) -> dict[str, str]:
-    """The per-channel weight / bias leaves of a norm ("" when absent)."""
-    affine: dict[str, str] = {}
-    for key in ("weight", "bias"):
-        if key in a.tensors:
-            n = m.node(a.tensors[key])
-            if n.kind == "call" or n.dtype not in FLOATS:
-                raise NotCoveredError(f"{_name(a)} with a computed {key}", a.op)
-            name = n.op if n.kind == "input" else "p_" + n.op.replace(".", "_")
-            affine[key] = m._add_leaf(name, "input" if n.kind == "input" else "param", n.op,
-                                      (frame[1],), n.dtype, frame, 1, "col")
-        elif isinstance(a.consts.get(key), dict):
-            spec = a.consts[key]
-            affine[key] = m._add_leaf("p_" + spec["path"].replace(".", "_"), "param",
-                                      spec["path"], tuple(spec["shape"]), spec["dtype"], frame,
-                                      1, "col")
-        else:
-            affine[key] = ""
-    return affine
-
-
-def _stage(m: ConvMatcher, a: Node, calls: set[int], out: Node) -> tuple:
-    """The tail stage of op ``a`` as sorted (key, value) pairs: ``op`` ("max_pool",
-    "avg_pool", "plane" for a reduction over every spatial dim, "group_norm") and its
-    parameters; raises for what the tail kernels do not compute."""
-    x = m.node(a.tensors["input"])
-    c, nd = a.consts, len(x.shape)
-    spatial = nd - 2
-    if spatial < 1:
-        raise NotCoveredError(f"{_name(a)} of a {nd}-d tensor after a convolution", a.op)
-    if a.op in ("max_pool", "avg_pool"):
-        ks = c.get("kernel_size")
-        pooled = len(ks) if isinstance(ks, list) else spatial
-        window = _per_dim(ks, pooled, "kernel_size", a)
-        stride = window if c.get("stride") in (None, []) else _per_dim(
-            c.get("stride"), pooled, "stride", a)
-        bad = [k for k, ok in (("padding", c.get("padding", 0) in (0, [0] * pooled)),
-                               ("dilation", c.get("dilation", 1) in (1, [1] * pooled)),
-                               ("ceil_mode", not c.get("ceil_mode")),
-                               ("return_indices", not c.get("return_indices")),
-                               ("divisor_override", c.get("divisor_override") is None)) if not ok]
-        if bad:
-            raise NotCoveredError(f"{_name(a)} with {bad[0]}={c.get(bad[0])!r} (the pooling tail "
-                                  "takes windows inside the tensor)", a.op)
-        want = tuple(x.shape[:nd - pooled]) + tuple(
-            (x.shape[nd - pooled + i] - window[i]) // stride[i] + 1 for i in range(pooled))
-        if pooled > spatial or tuple(a.shape) != want:
-            raise NotCoveredError(f"{_name(a)} of {tuple(x.shape)} to {tuple(a.shape)}", a.op)
-        return (("op", a.op), ("stride", stride), ("window", window))
-    if a.op == "adaptive_avg_pool":
-        if int(_prod(a.shape)) != x.shape[0] * x.shape[1] or len(a.shape) != nd:
-            raise NotCoveredError(f"{_name(a)} to output size {c.get('output_size')!r} (only "
-                                  "global average pooling, output size 1, is a tail)", a.op)
-        return (("keepdim", True), ("op", "plane"), ("reduce", "mean"))
-    if a.op in ("max", "min"):  # with a dim: its values are amax / amin
-        a = Node(a.id, a.kind, "amax" if a.op == "max" else "amin", a.target, a.tensors,
-                 a.consts, a.shape, a.dtype, a.value)
-    if a.op in _PLANE_REDUCE_OPS | _CHANNEL_OPS:
-        dims = c.get("dim")
-        ds = sorted({int(d) % nd for d in (dims if isinstance(dims, list) else [dims])
-                     if isinstance(d, int)}) if dims is not None else []
-        if ds == [1] and a.op in _CHANNEL_OPS and c.get("dtype") is None:
-            keep = a.op in ("softmax", "log_softmax") or bool(c.get("keepdim"))
-            return (("keepdim", keep), ("op", "channel"), ("reduce", a.op))
-        if ds != list(range(2, nd)) or a.op not in _PLANE_REDUCE_OPS or c.get(
-                "dtype") is not None:
-            raise NotCoveredError(f"{_name(a)} over dim {dims!r} of the convolution's "
-                                  f"{nd}-d output: the conv tails reduce over the channels "
-                                  f"(dim 1) or over every spatial dim (sum / mean / amax, dim "
-                                  f"{list(range(2, nd))})", a.op)
-        return (("keepdim", bool(c.get("keepdim"))), ("op", "plane"), ("reduce", a.op))
-    frame = tuple(x.shape)
-    eps = float(c["eps"]) if c.get("eps") is not None else 1e-5
-    if a.op == "batch_norm":
-        if not c.get("training"):
-            raise NotCoveredError(f"{_name(a)} in eval mode (normalising with running "
-                                  "statistics): only batch statistics are a conv tail", a.op)
-        affine = _affine(m, a, frame)
-        return (("bias", affine["bias"]), ("eps", eps), ("op", "batch_norm"),
-                ("weight", affine["weight"]))
-    if a.op == "instance_norm":  # GroupNorm with one channel per group
-        if c.get("use_input_stats") is False:
-            raise NotCoveredError(f"{_name(a)} with running statistics", a.op)
-        affine = _affine(m, a, frame)
-        return (("bias", affine["bias"]), ("eps", eps), ("groups", 0), ("op", "group_norm"),
-                ("weight", affine["weight"]))
-    # group_norm
-    groups = c.get("num_groups")
-    if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
-        raise NotCoveredError(f"{_name(a)} with num_groups={groups!r}", a.op)
-    affine = _affine(m, a, frame)
-    return (("bias", affine["bias"]), ("eps", eps), ("groups", groups), ("op", "group_norm"),
-            ("weight", affine["weight"]))
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
