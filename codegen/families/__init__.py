@@ -25,9 +25,11 @@ row length and alignment allow):
   clusters, epilogue through shared memory) in bf16 / fp16, TF32 or 3xTF32, knobs for tiles,
   cluster, stages, raster and swizzle, split-K and the store path;
 * ``conv`` (:mod:`.conv_match` recognises one convolution, transposed or not, its geometry,
-  the pointwise epilogue and tails: pooling, GroupNorm, reductions over the spatial dims;
-  :mod:`.conv` renders): an implicit GEMM on the gemm kernel with TMA im2col loads of the
-  packed input, or a direct kernel for depthwise / thin-group convs; tails as second kernels.
+  the pointwise epilogue and the tails after it (:mod:`.conv_tails`: pooling, Group- /
+  Instance- / BatchNorm, reductions over the spatial dims or the channels, softmax over the
+  channels); :mod:`.conv` renders): an implicit GEMM on the gemm kernel with TMA im2col loads
+  of the packed input (a strided transposed conv: one per output phase), or a direct kernel
+  for depthwise / thin-group convs; each tail a kernel of its own with its pointwise ops.
 """
 
 from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for
