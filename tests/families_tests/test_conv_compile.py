@@ -6,18 +6,18 @@ in im2col mode (``UTMALDG.5D.IM2COL``) and filter tiles by tiled TMA (``UTMALDG`
 two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summing on the CUDA
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
-Tail kernels (GroupNorm, pooling, plane reductions) must be there and free of local memory
-too. Cases (17 compiles, run by ``family_compile_driver.py`` in two child processes at
-once; nothing of the DSL is imported here). The kernels take every size at run time, so
-one shape per variant is enough: each bundled precision (bf16, fp16, fp32 through 3xTF32,
-TF32 where the tolerance admits it), 1-D / 2-D / 3-D, strided, few input channels (a
-narrow k tile), groups, transposed (one GEMM per output phase; the zero-inserting pack where
-a phase has no tap), full / per-channel / scalar
+Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
+free of local memory too. Cases (12 compiles, run by ``family_compile_driver.py`` in two child
+processes at once; nothing of the DSL is imported here; every bundled conv task compiled
+clean once, see the issue-20 report). The kernels take every size at run time, so one shape
+per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
+fp16, 1-D / 2-D / 3-D, a narrow k tile (16 input channels), transposed (one GEMM per output
+phase; the zero-inserting pack where a phase has no tap), full / per-channel / scalar
 epilogue operands, tails (GroupNorm then max pooling; max pooling then a spatial mean after a
-transposed conv; a softmax over channels then 3-D max pooling; BatchNorm), ``fast_math``,
-a few knob values (64-row tiles with a 2-CTA cluster multicasting the im2col tiles, narrower
-k tiles, explicit stages), and the direct kernel: fp32 with a channel multiplier, stride 2
-and a 5x5 kernel; bf16 with an epilogue and other tile knobs at a hidden verification shape.
+transposed conv; a softmax over channels then 3-D max pooling; BatchNorm), 64-row tiles with
+a 2-CTA cluster multicasting the im2col tiles, a 32-channel k tile and explicit stages, and
+the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf16 with an
+epilogue and other tile knobs at a hidden verification shape.
 """
 
 import json
@@ -36,17 +36,13 @@ _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 #: (task, knob changes, shape index: 0 the main shape (batch capped), 1 the first
 #: VERIFY_SHAPE)
 CASES = [
-    ("conv2d_bf16", {}, 0), ("conv2d_fp32", {}, 0),
-    ("rec_transposed_functional_fp32", {}, 0), ("conv1d_bf16", {}, 0),
+    ("conv2d_fp32", {}, 0), ("rec_transposed_functional_fp32", {}, 0), ("conv1d_bf16", {}, 0),
     ("conv3d_softmax_maxpool_bf16", {}, 1), ("conv2d_batchnorm_scale_bf16", {}, 0),
-    ("conv2d_grouped_bf16", {}, 0), ("conv2d_stem_bf16", {}, 0),
     ("rec_transposed_zero_insert_bf16", {}, 0),
     ("conv2d_groupnorm_scale_maxpool_clamp_bf16", {}, 0),
     ("conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16", {}, 1),
     ("rec_functional_same_fp16", {}, 0),
-    ("conv2d_mul_leakyrelu_gelu_bf16", {"fast_math": True}, 0),
     ("conv2d_bf16", {"tile_m": 64, "cluster_n": 2, "tile_k": 32, "stages": 3}, 0),
-    ("conv2d_fp32", {"tile_k": 8, "tile_n": 64}, 0),
     ("conv2d_depthwise_fp32", {}, 0),
     ("conv2d_depthwise_relu6_bf16", {"tile_w": 64, "rows": 2}, 1),
 ]
