@@ -30,6 +30,10 @@
 #                  the scripted loopback server (llm_uncovered_demo.py; openai in /tmp/site) ~4
 #   llm-demo       the scripted loopback LLM session (tools/llm_demo.py) on the GPU,
 #                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
+#   conv-smoke     the conv family's candidates, one per kernel path (issue 20)         ~3
+#   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
+#   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
+#   bench-conv     cutegen bench conv (42 tasks), 4 evaluations each; resumable     3 x ~9
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
 # resumes them (cutegen bench --resume) and rewrites the table over every task.
@@ -141,6 +145,20 @@ for s in "$@"; do
       else
         PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_demo 560 $py tools/llm_demo.py
       fi ;;
+    conv-smoke)
+      step conv_smoke 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -k smoke -p no:cacheprovider
+      cp runs/conv_gpu/summary*.jsonl "$out/" 2>/dev/null ;;
+    conv-gpu)
+      step conv_gpu 560 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -k "not smoke" -n 4 -p no:cacheprovider
+      cp runs/conv_gpu/summary*.jsonl "$out/" 2>/dev/null ;;
+    conv-search)
+      step search_conv 200 $py -m cutegen search conv2d_groupnorm_scale_maxpool_clamp_bf16 \
+        --max-evals 8 --max-minutes 3 --db "$db" --run conv_gn_pool
+      step status_conv 30 $py -m cutegen status conv_gn_pool --db "$db" ;;
+    bench-conv)
+      bench_suite conv 0 ;;
     pool)
       step pool 560 $py tools/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
         --only 0,2 --json "$out/pool.json" ;;

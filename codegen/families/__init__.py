@@ -38,6 +38,12 @@ layout and alignment allow):
   WGMMA consumers, persistent tile scheduler, clusters, epilogue through shared memory) in
   bf16 / fp16, TF32 or 3xTF32, knobs for tiles, cluster, stages, raster and swizzle, split-K
   and the store path;
+* ``conv`` (:mod:`.conv_match` recognises one convolution, transposed or not, its geometry,
+  the pointwise epilogue and the tails after it (:mod:`.conv_tails`: pooling, Group- /
+  Instance- / BatchNorm, reductions over the spatial dims or the channels, softmax over the
+  channels); :mod:`.conv` renders): an implicit GEMM on the gemm kernel with TMA im2col loads
+  of the packed input (a strided transposed conv: one per output phase), or a direct kernel
+  for depthwise / thin-group convs; each tail a kernel of its own with its pointwise ops.
 * ``chain``: several of the above in one file, each kernel reading what the previous wrote.
 """
 

@@ -30,7 +30,10 @@ nothing to fuse or split; :func:`gemm_moves` changes one knob at a time to each 
 of its ``TUNABLE_CHOICES`` (tile shape, cluster shape, stages, raster order, swizzle,
 epilogue variant; kind "tunable", params ``{"name", "from", "to", "family": "gemm"}``) and
 the precision only to a mode the task's tolerance allows (``precision_modes`` of the plan;
-kind "precision"): fp32 tasks with the default 1e-4 tolerance stay at "3xtf32". Its hint
+kind "precision"): fp32 tasks with the default 1e-4 tolerance stay at "3xtf32". **Conv
+parents** (``"conv"``, see :mod:`.conv`) get the same one-knob moves over their knobs
+(params ``"family": "conv"``), and their root candidates are the default and
+:data:`~cutegen.codegen.families.conv.CONV_VARIANTS`. Its hint
 rules are :data:`GEMM_HINT_RULES` ("occupancy limited by shared memory" -> fewer stages;
 "tensor pipe busy" / "long scoreboard" -> more stages, wider tiles, a 2-CTA cluster;
 spills -> narrower tiles). The "uses HMMA / FFMA instead of WGMMA" finding asks for nothing
@@ -45,6 +48,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.families.conv import CONV_VARIANTS
 from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
 from cutegen.codegen.families.recognize import recognize_task
@@ -164,7 +168,7 @@ def family_proposals(task: Task) -> list[Proposal]:
     rec = recognition_for(task)
     out: list[Proposal] = []
     for plan in rec.plans:
-        if plan.family == "gemm":
+        if plan.family in ("gemm", "conv"):
             gemm = _gemm_proposals(task, plan)
             if gemm is None:
                 return []
@@ -194,10 +198,11 @@ def family_proposals(task: Task) -> list[Proposal]:
 
 
 def _gemm_proposals(task: Task, plan: Plan) -> list[Proposal] | None:
-    """The default gemm candidate, then :data:`GEMM_VARIANTS` (None: Model cannot be copied)."""
+    """The default gemm (or conv) candidate, then :data:`GEMM_VARIANTS` (conv:
+    :data:`~cutegen.codegen.families.conv.CONV_VARIANTS`) (None: Model cannot be copied)."""
     values, choices = knobs(plan)
     variants: list[tuple[str, dict[str, object]]] = [("default", {})]
-    for label, change in GEMM_VARIANTS:
+    for label, change in (CONV_VARIANTS if plan.family == "conv" else GEMM_VARIANTS):
         if all(v in choices.get(k, ()) and v != values.get(k) for k, v in change.items()):
             variants.append((label, change))
     out: list[Proposal] = []
@@ -208,9 +213,10 @@ def _gemm_proposals(task: Task, plan: Plan) -> list[Proposal] | None:
             _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
                 f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
             return None
-        desc = f"gemm family: matmul ({label}, precision {values.get('precision')})"
-        move = Move("family", desc, "cheap", {"family": "gemm", "op": plan.op, "variant": label,
-                                              **change})
+        desc = (f"{plan.family} family: {'matmul' if plan.family == 'gemm' else plan.op} "
+                f"({label}, precision {values.get('precision')})")
+        move = Move("family", desc, "cheap", {"family": plan.family, "op": plan.op,
+                                              "variant": label, **change})
         out.append(Proposal(CandidateSource(code, f"family:{desc}"), move))
     return out
 
@@ -258,8 +264,8 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
         tunables = parse_tunables(code)
     except CandidateError:
         return
-    if fam.get("family") == "gemm":
-        yield from gemm_moves(ctx, code, tunables)
+    if fam.get("family") in ("gemm", "conv"):  # conv: the GEMM's knobs (conv.py)
+        yield from gemm_moves(ctx, code, tunables, family=str(fam["family"]))
         return
     rules = hint_rules(ctx.findings)
     for rule in rules:  # hinted knob steps first: the rewriter prefers them
@@ -306,9 +312,9 @@ def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict, hinted: bool) ->
     yield Proposal(CandidateSource(code, f"builtin:{desc}"), Move("fuse", desc, "cheap", params))
 
 
-def allowed_precisions(task: Task) -> tuple[str, ...]:
-    """The precision modes the task's gemm plan allows (``()`` when it has none)."""
-    plan = next((p for p in recognition_for(task).plans if p.family == "gemm"), None)
+def allowed_precisions(task: Task, family: str = "gemm") -> tuple[str, ...]:
+    """The precision modes the task's gemm (or conv) plan allows (``()`` when it has none)."""
+    plan = next((p for p in recognition_for(task).plans if p.family == family), None)
     return tuple(plan.param("precision_modes", ())) if plan is not None else ()
 
 
@@ -316,19 +322,20 @@ def allowed_precisions(task: Task) -> tuple[str, ...]:
 _PRECISION_LINE = re.compile(r"^PRECISION = .*$", re.MULTILINE)
 
 
-def gemm_moves(ctx: RewriteContext, code: str, tunables: dict) -> Iterator[Proposal]:
-    """One-knob changes of a gemm parent: hinted steps first, then every other allowed value
-    of each knob; precision only to modes :func:`allowed_precisions` lists (none when the
-    task is not recognised: the precision is then left alone)."""
-    precisions = allowed_precisions(ctx.task)
+def gemm_moves(ctx: RewriteContext, code: str, tunables: dict,
+               family: str = "gemm") -> Iterator[Proposal]:
+    """One-knob changes of a gemm (or conv) parent: hinted steps first, then every other
+    allowed value of each knob; precision only to modes :func:`allowed_precisions` lists (none
+    when the task is not recognised: the precision is then left alone)."""
+    precisions = allowed_precisions(ctx.task, family)
 
     def allowed(name: str, value: object) -> bool:
         return name != "precision" or value in precisions
 
     def move(name: str, new: object, hint: str = "") -> Proposal:
         old = tunables[name].value
-        desc = f"gemm {name} {old!r}->{new!r}" + (f" (profiler: {hint})" if hint else "")
-        params: dict[str, object] = {"name": name, "from": old, "to": new, "family": "gemm"}
+        desc = f"{family} {name} {old!r}->{new!r}" + (f" (profiler: {hint})" if hint else "")
+        params: dict[str, object] = {"name": name, "from": old, "to": new, "family": family}
         if hint:
             params["hint"] = hint
         kind = "precision" if name == "precision" else "tunable"

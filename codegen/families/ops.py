@@ -35,6 +35,23 @@ SCAN_OPS = frozenset({"cumsum", "cumprod"})
 #: Matrix products (the gemm family): ``matmul`` (``torch.matmul``, ``@``), ``mm``, ``bmm``,
 #: ``linear`` (``F.linear``, ``nn.Linear``) and ``addmm``.
 MATMUL_OPS = frozenset({"matmul", "mm", "bmm", "linear", "addmm"})
+#: Convolutions (the conv family): ``conv`` for ``nn.Conv1d / 2d / 3d`` and ``F.conv1d / 2d /
+#: 3d``, ``conv_transpose`` for ``nn.ConvTranspose1d / 2d / 3d`` and ``F.conv_transpose*``
+#: (the spatial rank is the weight's rank - 2). Module forms report ``weight`` / ``bias`` as
+#: parameter constants and their geometry (``stride``, ``padding``, ``dilation``, ``groups``,
+#: ``output_padding``, ``padding_mode``) as constants, like the functional forms' arguments.
+CONV_OPS = frozenset({"conv", "conv_transpose"})
+#: Ops the conv family runs as a second kernel after a convolution (its "tail"): pooling
+#: (``max_pool`` / ``avg_pool``: ``nn.MaxPoolNd`` / ``nn.AvgPoolNd`` and ``F.*``;
+#: ``adaptive_avg_pool``: ``nn.AdaptiveAvgPoolNd`` / ``F.adaptive_avg_pool*``) and
+#: ``group_norm`` (``nn.GroupNorm``, ``F.group_norm``), ``instance_norm`` (``nn.InstanceNormNd``,
+#: ``F.instance_norm``) and ``batch_norm`` (``nn.BatchNormNd`` with its ``training`` flag,
+#: ``F.batch_norm``).
+CONV_TAIL_OPS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "group_norm",
+                           "instance_norm", "batch_norm"})
+#: Shape-only ops a conv family result may end with (``squeeze`` / ``unsqueeze`` /
+#: ``flatten``, torch and Tensor forms): views of the contiguous result, applied as they are.
+RESHAPE_OPS = frozenset({"squeeze", "unsqueeze", "flatten"})
 #: Elementwise ops the pointwise code generator knows (see ``pointwise.py``).
 POINTWISE_OPS = frozenset({
     "add", "sub", "mul", "div", "neg", "pow", "maximum", "minimum", "relu", "relu6", "gelu",
@@ -98,6 +115,10 @@ _PARAMS: dict[str, tuple[str, ...]] = {
                       "use_input_stats", "momentum", "eps"),
     "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training",
                    "momentum", "eps"),
+    # convolutions (CONV_OPS): the functional forms' positional order
+    "conv": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv_transpose": ("input", "weight", "bias", "stride", "padding", "output_padding",
+                       "groups", "dilation"),
 }
 #: Functional (``F.*``) forms whose positional order differs from the torch form.
 _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
@@ -158,6 +179,9 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
     }
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = ("rms_norm", True)
+    for d in (1, 2, 3):  # convolutions (F.conv2d is torch.conv2d)
+        table[getattr(torch, f"conv{d}d")] = ("conv", False)
+        table[getattr(torch, f"conv_transpose{d}d")] = ("conv_transpose", False)
     for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax",
                  "amin", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "flip", "add",
                  "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "matmul", "mm",
@@ -229,6 +253,9 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     if hasattr(nn, "RMSNorm") and isinstance(mod, nn.RMSNorm):
         return "rms_norm", {"normalized_shape": list(mod.normalized_shape), "eps": mod.eps,
                             "weight": param(mod.weight, "weight")}
+    conv = _conv_module(mod, param)
+    if conv is not None:
+        return conv
     if isinstance(mod, nn.GroupNorm):
         return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
                               "weight": param(mod.weight, "weight"),
@@ -277,6 +304,58 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
                                  "label_smoothing": mod.label_smoothing,
                                  "weight": param(getattr(mod, "weight", None), "weight")}
     return "?", {}
+
+
+def _conv_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
+    """(op, constants) of an ``nn.ConvNd`` / ``nn.ConvTransposeNd`` module (None for others):
+    its parameters and geometry as the functional form takes them."""
+    import torch.nn as nn
+
+    if not isinstance(mod, nn.modules.conv._ConvNd):
+        return None
+    transposed = isinstance(mod, nn.modules.conv._ConvTransposeNd)
+    consts: dict[str, Any] = {
+        "weight": param(mod.weight, "weight"), "bias": param(mod.bias, "bias"),
+        "stride": list(mod.stride), "dilation": list(mod.dilation), "groups": mod.groups,
+        "padding": mod.padding if isinstance(mod.padding, str) else list(mod.padding),
+        "padding_mode": mod.padding_mode}
+    if transposed:
+        consts["output_padding"] = list(mod.output_padding)
+    return ("conv_transpose" if transposed else "conv"), consts
+
+
+def _conv_tail_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
+    """(op, constants) of a pooling or GroupNorm module (None for others), as the functional
+    form takes them."""
+    import torch.nn as nn
+
+    def plain(v: Any) -> Any:
+        return list(v) if isinstance(v, tuple) else v
+
+    if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)):
+        return "max_pool", {k: plain(getattr(mod, k)) for k in (
+            "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")}
+    if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
+        return "avg_pool", {k: plain(getattr(mod, k, None)) for k in (
+            "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+            "divisor_override")}
+    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
+        return "adaptive_avg_pool", {"output_size": plain(mod.output_size)}
+    if isinstance(mod, nn.GroupNorm):
+        return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
+                              "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias")}
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+        # batch statistics when training or without running stats (as BatchNorm's forward)
+        return "batch_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
+                              "bias": param(mod.bias, "bias"),
+                              "training": bool(mod.training or mod.running_mean is None)}
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        return "instance_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
+                                 "bias": param(mod.bias, "bias"),
+                                 "use_input_stats": bool(mod.training
+                                                         or not mod.track_running_stats)}
+    return None
 
 
 def _swaps_last_two(perm: Any) -> bool:

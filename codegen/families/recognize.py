@@ -14,7 +14,8 @@ The forward (captured by :mod:`~cutegen.codegen.families.capture`) is covered wh
 
 A forward with a matrix product (``matmul``, ``@``, ``mm``, ``bmm``, ``addmm``, ``linear``)
 is matched by :mod:`~cutegen.codegen.families.gemm_match` instead (the ``gemm`` family: the
-product, its pointwise epilogue and an optional reduction over N).
+product, its pointwise epilogue and an optional reduction over N), and one with a
+convolution by :mod:`~cutegen.codegen.families.conv_match` (the ``conv`` family).
 
 Anything else gives :class:`~cutegen.codegen.families.plan.NotCovered` naming the op or the
 shape that is missing, never a plan that would compute something else.
@@ -26,6 +27,7 @@ from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
 from cutegen.codegen.families.chains import anchors_of, chain_plan
+from cutegen.codegen.families.conv_match import conv_ids, conv_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
 from cutegen.codegen.families.matcher import (
@@ -55,6 +57,9 @@ def _unknown(m: Matcher, ids: set[int]) -> None:
 def _match(cap: Captured) -> Plan:
     if cap.error:
         raise NotCoveredError(cap.error)
+    conv = _conv_match(cap)
+    if conv is not None:
+        return conv
     cap = lower(cap)
     m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
@@ -73,6 +78,21 @@ def _match(cap: Captured) -> Plan:
         return chain_plan(cap, _match_stage)
     except NotCoveredError as e:
         raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
+
+
+def _conv_match(cap: Captured) -> Plan | None:
+    """The conv family's plan when the forward has a convolution (matched on the graph as
+    captured: the conv family's tails are the norms and pools themselves, not what
+    :func:`.lower` makes of them); None otherwise."""
+    m = Matcher(cap)
+    out = m.node(cap.output) if cap.output >= 0 else None
+    if out is None or not out.dtype:
+        return None
+    calls = {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}
+    if not conv_ids(m, calls):
+        return None
+    _unknown(m, m.ancestors(out.id))
+    return conv_plan(m, calls, out)
 
 
 def _match_stage(cap: Captured) -> Plan:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import replace
 
+from cutegen.codegen.families.conv import conv_knobs, render_conv
 from cutegen.codegen.families.gemm import gemm_knobs, gemm_parts, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
@@ -56,6 +57,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file a plan renders to."""
     if plan.family == "gemm":
         return gemm_knobs(plan)
+    if plan.family == "conv":
+        return conv_knobs(plan)
     if plan.family == "chain":
         return chain_knobs(plan, knobs)
     if plan.family == "pool":
@@ -135,13 +138,16 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
     """The candidate file for ``plan`` (see the module docstring).
 
     A ``gemm`` plan is rendered by :func:`cutegen.codegen.families.gemm.render_gemm` (its
-    epilogue is always fused; ``fused`` does not apply).
+    epilogue is always fused; ``fused`` does not apply), a ``conv`` plan by
+    :func:`cutegen.codegen.families.conv.render_conv`.
 
     Raises:
         TaskModuleError: Model's constructor cannot be copied into the candidate.
     """
     if plan.family == "gemm":
         return render_gemm(plan, task_source, tunables=tunables)
+    if plan.family == "conv":
+        return render_conv(plan, task_source, tunables=tunables)
     fused = fused or not can_split(plan)
     values, choices = knobs(plan, fused=fused)
     values.update(tunables or {})

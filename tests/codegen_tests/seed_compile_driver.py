@@ -107,13 +107,16 @@ def sass_ops(sass: str) -> dict[str, Counter]:
 
 
 _MMA_RE = re.compile(
-    r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG|UTMASTG|MUFU\.[0-9A-Z]+)\b")
+    r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG\.[0-9]D\.IM2COL|UTMALDG|UTMASTG"
+    r"|MUFU\.[0-9A-Z]+)\b")
 
 
 def mma_ops(sass: str) -> dict[str, Counter]:
     """Per kernel: counts of the math and TMA instructions the family tests look at
-    (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG``, ``UTMASTG``, and the
-    special-function unit's ``MUFU.<fn>``: ``MUFU.TANH`` only from an approximate tanh)."""
+    (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG`` (tile mode),
+    ``UTMALDG.<n>D.IM2COL`` (im2col mode, the conv family's activation loads), ``UTMASTG``,
+    and the special-function unit's ``MUFU.<fn>``: ``MUFU.TANH`` only from an approximate
+    tanh)."""
     return _count_per_kernel(sass, _MMA_RE, lambda m: m.group(1))
 
 

@@ -5,7 +5,8 @@ session under the name ``_cutegen_famdata``, so its caches are shared).
 variants, pointwise chains over several inputs); ``negative/`` holds tasks no family covers;
 ``gemm_tasks/`` holds small matrix-product tasks (``rec_*``: recognition cases, ``rec_neg_*``
 not covered; other files belong to the GEMM kernel's tests); ``reduce_tasks/`` holds small
-reductions over any dims, norms and the two recognition bugs' tasks (issue 19).
+reductions over any dims, norms and the two recognition bugs' tasks (issue 19);
+``conv_tasks/`` the same for convolutions.
 Recognition runs in the pytest process (``in_process``: the tasks are ours); the DSL is only
 ever imported by the compile driver's child processes.
 """
@@ -26,6 +27,7 @@ NEGATIVE = HERE / "negative"
 GEMM_TASKS = HERE / "gemm_tasks"
 REDUCE_TASKS = HERE / "reduce_tasks"
 GEMM19_TASKS = HERE / "gemm19_tasks"
+CONV_TASKS = HERE / "conv_tasks"
 
 #: Bundled tasks a family covers: name -> (family, op).
 BUNDLED_COVERED = {
@@ -99,13 +101,15 @@ BUNDLED_GEMM19 = {
     "gemm_gn_swish_bf16": "chain of 3 kernels",
     "rmsnorm_linear_gelu_bf16": "chain of 2 kernels",
 }
+#: Bundled tasks the conv family covers (their expected plans: test_conv.py).
+BUNDLED_CONV = tuple(sorted(p.stem for p in BUNDLED.glob("conv*.py")))
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
-    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS, GEMM19_TASKS):
+    for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS, GEMM19_TASKS, CONV_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():
             return p

@@ -1,0 +1,35 @@
+"""Conv2d 3x3, BatchNorm2d in training mode (batch statistics over N x H x W per channel), times a scale: two kernels, 64 -> 128 channels, 32 x 64 x 64, bf16."""
+import torch
+import torch.nn as nn
+
+batch_size = 32
+in_channels = 64
+out_channels = 128
+height = 64
+width = 64
+kernel_size = 3
+scaling_factor = 2.0
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{'batch_size': 1, 'height': 17, 'width': 23}, {'batch_size': 3, 'height': 9, 'width': 40}]
+INPUT_DISTRIBUTIONS = ["randn", "uniform", "small", "negative"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, scaling_factor: float):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, dtype=DTYPE)
+        self.bn = nn.BatchNorm2d(out_channels, dtype=DTYPE)
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.bn(self.conv(x))
+        return x * self.scaling_factor
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, scaling_factor]

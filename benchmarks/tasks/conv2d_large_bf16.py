@@ -1,0 +1,31 @@
+"""Conv2d 3x3, padding 1, 256 -> 256 channels, 32 x 56 x 56, bf16: the largest bf16 convolution (118 GFLOP)."""
+import torch
+import torch.nn as nn
+
+batch_size = 32
+in_channels = 256
+out_channels = 256
+height = 56
+width = 56
+kernel_size = 3
+DTYPE = torch.bfloat16
+
+VERIFY_SHAPES = [{'batch_size': 1, 'height': 17, 'width': 23}, {'batch_size': 3, 'height': 9, 'width': 40}]
+INPUT_DISTRIBUTIONS = ["randn", "uniform", "small", "negative"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=1, bias=False, dtype=DTYPE)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

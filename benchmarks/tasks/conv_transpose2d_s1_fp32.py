@@ -1,0 +1,31 @@
+"""ConvTranspose2d 3x3, stride 1, padding 1, 64 -> 64 channels, 8 x 64 x 64, fp32."""
+import torch
+import torch.nn as nn
+
+batch_size = 8
+in_channels = 64
+out_channels = 64
+height = 64
+width = 64
+kernel_size = 3
+DTYPE = torch.float32
+
+VERIFY_SHAPES = [{'batch_size': 1, 'height': 17, 'width': 23}, {'batch_size': 3, 'height': 9, 'width': 40}]
+INPUT_DISTRIBUTIONS = ["randn", "uniform", "small", "negative"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, padding=1, dtype=DTYPE)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width, dtype=DTYPE)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

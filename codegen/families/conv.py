@@ -1,0 +1,291 @@
+"""The ``conv`` kernel family: convolutions as implicit GEMMs on the Hopper GEMM kernel, with
+the fused pointwise epilogue, rendered from a :class:`~cutegen.codegen.families.plan.Plan`
+(recognised by :mod:`.conv_match`).
+
+A candidate is ``head`` + the gemm template (``GemmKernel`` and its helpers) + the conv
+template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKernel``:
+
+* **Layout.** The task's tensors are NC(D)HW. One CuTe kernel (``ConvPackKernel``) writes the
+  input once as the GEMM reads it: (groups, N, D', H', W', C') with channels innermost, the
+  padding written as a zero halo, a transposed conv's inserted zeros written in, channels
+  zero-padded to a multiple of ``tile_k`` (and split into tf32 hi / lo parts for 3xTF32).
+  That costs one read and one write of the input (plus the halo); the filter is packed the
+  same way (``WeightPackKernel``, (K, T, R, S, C'), mirrored and transposed for a transposed
+  conv). The output is written in NC(D)HW directly by the GEMM's epilogue: no conversion.
+* **Main loop.** GEMM-M = N * Z * P * Q output pixels, GEMM-N = output channels of a group,
+  GEMM-K = (C', S, R, T). The producer warp's A loads are TMA loads in **im2col mode**: the
+  TMA unit gathers a (tile_m pixels x tile_k channels) tile of one filter tap from the packed
+  input, with the conv's stride as its traversal stride and the dilation as the tap stride;
+  B is a plain TMA tile of the packed filter. Consumers (WGMMA), clusters with multicast,
+  persistent scheduling and 3xTF32 promotion are the GEMM family's.
+* **Epilogue.** The plan's chain (conv bias, per-channel (C, 1, 1) operands, scalars, module
+  attributes, full residuals, activations) runs on the fp32 accumulators; stores go straight
+  from registers to NC(D)HW (element (m, n) at ``img * K * ZPQ + n * ZPQ + pixel``).
+* **Groups**: one GEMM launch per group (the packed input is group-major). Groups with fewer
+  than 16 channels on either side (depthwise) take ``algo`` "direct" instead:
+  ``templates/conv_direct.py.tmpl``'s ``DirectConvKernel`` reads NC(D)HW, stages input tiles
+  with their halo in shared memory and sums in fp32 on the CUDA cores (memory-bound work);
+  its knobs are ``tile_w`` and ``rows`` (:data:`DIRECT_KNOBS`).
+* **Transposed convs** with stride 1 are the forward conv of the re-padded input with the
+  flipped filter. Strided ones run as one implicit GEMM per output phase (``_conv_phases``):
+  the outputs ``stride * j + phi`` take only the filter taps that meet input pixels, a run
+  of mirrored taps over the input itself (no inserted zeros, no wasted MMA work), stored with
+  a strided output offset. Where a phase has no tap at all (the stride divides the dilation,
+  or the kernel is shorter than the stride) the conv runs on the zero-inserted input
+  instead (stride^d more MMA work).
+
+Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
+(channels per k tile, one filter tap at a time: small for few channels), ``cluster_m`` /
+``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
+the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, PROMOTE_DEFAULT
+from cutegen.codegen.families.operands import Operands
+from cutegen.codegen.families.operands import source as _plain_source
+from cutegen.codegen.families.plan import Leaf, Plan
+from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
+from cutegen.codegen.families.taskmodule import extract
+from cutegen.codegen.families.template import render_template
+
+_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
+           "float16": "torch.float16"}
+#: Initial conv candidates besides the default: (label, knob values), each used when its
+#: values are allowed choices that differ from the defaults (so the implicit GEMM's and the
+#: direct kernel's variants never mix). Not yet measured on convs: the order follows the gemm
+#: suite's bench (a 2x1 cluster first), then a narrower tile for the small output-channel
+#: counts of level-2 convs, then half-height tiles (more tiles for small N * P * Q); for the
+#: direct kernel wider and then shorter tiles.
+CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("cluster 2x1", {"cluster_m": 2}),
+    ("fast math", {"fast_math": True}),
+    ("tile_n 128", {"tile_n": 128}),
+    ("tile_m 64", {"tile_m": 64}),
+    ("tile_w 64", {"tile_w": 64}),
+    ("rows 2", {"rows": 2}),
+)
+
+
+def _precision(plan: Plan) -> str:
+    return str(plan.param("precision_default") or "bf16")
+
+
+#: Relative cost of a k tile of each width (channels): a narrow one pays the per-stage
+#: overhead (a barrier round trip, one WGMMA k step) on little work.
+_TILE_K_COST = {8: 1.25, 16: 1.25, 32: 1.05, 64: 1.0}
+_TILE_K_COST_FP32 = {8: 1.25, 16: 1.05, 32: 1.0}
+
+
+def tile_k_for(channels: int, choices: list[int], fp32: bool) -> int:
+    """The k tile (channels of one filter tap per k step) wasting least for a group of
+    ``channels`` input channels: the channels padded to a multiple of it, times its cost."""
+    cost = _TILE_K_COST_FP32 if fp32 else _TILE_K_COST
+    return min(choices, key=lambda t: (-(-channels // t) * t * cost.get(t, 1.0), -t))
+
+
+#: The direct kernel's knobs: output tile width (threads along W; 256 threads in all) and
+#: outputs per thread down the tile (a 1-d conv always runs 256 x 1).
+DIRECT_KNOBS = ({"tile_w": 32, "rows": 4}, {"tile_w": [16, 32, 64], "rows": [1, 2, 4]})
+
+
+#: SMs of an H100 / H200: fewer output tiles than this leave SMs idle.
+_SMS = 132
+
+
+def _default_tiles(plan: Plan, kg: int, tile_ns: list[int]) -> tuple[int, int]:
+    """(tile_m, tile_n) of the default candidate: the narrowest tile_n holding a group's
+    output channels, then, while the main shape has fewer output tiles (over all groups)
+    than the GPU has SMs, 64-row tiles and then narrower columns (a conv over few pixels,
+    e.g. 7 x 7 late-layer maps, would otherwise leave most SMs idle)."""
+    tile_n = next((n for n in tile_ns if n >= kg), tile_ns[-1])
+    shape = plan.param("conv_shape") or ()
+    pixels = 1
+    for d in (shape[:1] + shape[2:]) if shape else ():
+        pixels *= d
+    groups = int(plan.param("groups", 1))
+
+    def tiles(tm: int, tn: int) -> int:
+        return -(-pixels // tm) * -(-kg // tn) * groups
+
+    tile_m = 128
+    if pixels and tiles(tile_m, tile_n) < _SMS:
+        tile_m = 64
+        while tiles(tile_m, tile_n) < _SMS and tile_n > min(tile_ns):
+            tile_n = max(n for n in tile_ns if n < tile_n)
+    return tile_m, tile_n
+
+
+def conv_knobs(plan: Plan) -> tuple[dict, dict]:
+    """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
+    every knob compiles with the others at their defaults)."""
+    chains = [plan.epilogue, *(dict(st)["post"] for st in plan.param("stages", ()))]
+    if plan.param("algo") == "direct":
+        values, choices = (dict(d) for d in DIRECT_KNOBS)
+        if fast_math_applies(plan.out_dtype, *chains):
+            values["fast_math"], choices["fast_math"] = False, [False, True]
+        return values, choices
+    precision = _precision(plan)
+    fp32 = precision in ("tf32", "3xtf32")
+    groups = int(plan.param("groups", 1))
+    cg = int(plan.param("in_channels", 1)) // groups
+    kg = int(plan.param("out_channels", 1)) // groups
+    tile_ks = [8, 16, 32] if fp32 else [16, 32, 64]
+    tile_ns = FP32_TILE_N if fp32 else [64, 128, 192, 256]
+    tile_m, tile_n = _default_tiles(plan, kg, tile_ns)
+    values = {"tile_m": tile_m, "tile_n": tile_n,
+              "tile_k": tile_k_for(cg, tile_ks, fp32), "cluster_m": 1, "cluster_n": 1, "stages": 0,
+              "raster": "m", "swizzle": 1,
+              "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
+              "precision": precision}
+    choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
+               "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
+               "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
+               "promote": PROMOTE_CHOICES if fp32 else [0],
+               "precision": [precision]}
+    modes = plan.param("precision_modes")
+    if modes:
+        choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [
+            precision]
+        if precision not in choices["precision"]:
+            choices["precision"].append(precision)
+    if fast_math_applies(plan.out_dtype, *chains):
+        values["fast_math"], choices["fast_math"] = False, [False, True]
+    return values, choices
+
+
+def _doc(plan: Plan, precision: str) -> str:
+    if plan.param("algo") == "direct":
+        body = (f"Generated by cutegen's built-in 'conv' kernel family: {plan.description}; a "
+                "direct kernel (few channels per group): input tiles staged in shared memory, "
+                "fp32 sums, the fused epilogue, NC(D)HW in and out; see DirectConvKernel.")
+    else:
+        body = (f"Generated by cutegen's built-in 'conv' kernel family: {plan.description}; "
+                f"precision {precision}. An implicit GEMM on the persistent, warp-specialized "
+                "Hopper GEMM kernel: the input packed once to channels-innermost with its "
+                "padding, TMA im2col loads of each filter tap, WGMMA consumers, the fused "
+                "epilogue on the fp32 accumulators and stores straight to NC(D)HW; see the "
+                "ConvKernel class.")
+    return "\n".join(textwrap.wrap(body.replace('"', "'"), 92))
+
+
+def _conv_literal(plan: Plan) -> str:
+    """The CONV constant: what the forward needs besides the module's attributes."""
+    keys = ("dims", "transposed", "stride", "padding", "dilation", "groups", "output_padding")
+    return repr({k: plan.param(k) for k in keys})
+
+
+def attr_path(path: str) -> str:
+    """``self.<path>`` as an expression, also for submodules whose names are not identifiers
+    (``features.0.weight`` of an ``nn.Sequential`` -> ``getattr(self.features, '0').weight``)."""
+    expr = "self"
+    for part in path.split("."):
+        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
+    return expr
+
+
+def source(lf: Leaf) -> str:
+    """The forward expression reading leaf ``lf`` (see operands.source), with parameter paths
+    through :func:`attr_path`."""
+    if lf.source == "param":
+        return f"{attr_path(lf.ref)}.detach()"
+    if lf.source == "attr":
+        return f"float({attr_path(lf.ref)})"
+    return _plain_source(lf)
+
+
+def _wrapped(lf: Leaf) -> str:
+    """How the forward passes an epilogue leaf to ``_conv_launch``."""
+    src = source(lf)
+    return {"full": f"{src}.contiguous()", "col": f"{src}.contiguous().view(-1)",
+            "scalar": f"_as_one({src})"}.get(lf.kind, src)
+
+
+def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
+    """The forward line launching tail stage ``i`` on ``y`` (its post chain, when it has one,
+    appended to ``parts`` as ``_post<i>``)."""
+    post = st["post"]
+    ops = Operands()
+    for name in post.leaves():
+        ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
+    fn = "None"
+    if not (post.empty and post.result == "%y"):
+        fn = f"_post{i}"
+        parts.append(chain_function(fn, post, ops.access, epilogue=True,
+                                    doc=f"The pointwise ops after tail op {i}, fused into it."))
+    rest = f"{dtype}, {fn}, {ops.args()}"
+    if st["op"] in ("max_pool", "avg_pool"):
+        return (f"y = _pool_launch(y, {st['op'][:3]!r}, {tuple(st['window'])!r}, "
+                f"{tuple(st['stride'])!r}, {rest})")
+    if st["op"] == "plane":
+        return f"y = _plane_reduce_launch(y, {st['reduce']!r}, {st['keepdim']!r}, {rest})"
+    if st["op"] == "channel":
+        return f"y = _channel_launch(y, {st['reduce']!r}, {st['keepdim']!r}, {rest})"
+    affine = [source(plan.leaf(st[k])) if st[k] else "None" for k in ("weight", "bias")]
+    if st["op"] == "batch_norm":
+        return f"y = _batch_norm_launch(y, {st['eps']!r}, {affine[0]}, {affine[1]}, {rest})"
+    return (f"y = _group_norm_launch(y, {st['groups']!r}, {st['eps']!r}, {affine[0]}, "
+            f"{affine[1]}, {rest})")
+
+
+def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
+    """The candidate file for a ``conv`` plan (see the module docstring).
+
+    Raises:
+        TaskModuleError: Model's constructor cannot be copied into the candidate.
+    """
+    values, choices = conv_knobs(plan)
+    values.update(tunables or {})
+    direct = plan.param("algo") == "direct"
+    precision = "" if direct else values["precision"]
+    tm = extract(task_source)
+    family = {"family": "conv", "op": plan.op, "fused": True}
+    head = render_template("head", {
+        "DOC": _doc(plan, precision), "TASK_IMPORTS": tm.imports + "\n",
+        "TUNABLES": repr(values), "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
+    }, {})
+    ops = Operands()
+    for name in plan.epilogue.leaves():
+        ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
+    has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
+    stages = [dict(st) for st in plan.param("stages", ())]
+    common = render_template("conv_common", {"CONV": _conv_literal(plan)}, {})
+    if direct:
+        kernels = [common, render_template("conv_direct", {}, {})]
+    else:
+        kernels = [render_template("gemm", {"PRECISION": repr(precision)}, {}), common,
+                   render_template("conv", {}, {})]
+    if stages:
+        kernels.append(render_template("conv_tail", {}, {}))
+    parts = [head, *kernels, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
+             + tm.class_source, VPOW]
+    if has_epilogue:
+        parts.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+                                    doc="The fused epilogue, applied to each fp32 accumulator "
+                                        "y (x is y too)."))
+    module = plan.param("module")
+    mod = attr_path(module) if module else "None"
+    x_leaf = plan.leaf(plan.param("x"))
+    x = source(x_leaf)
+    w = source(plan.leaf(plan.param("weight")))
+    epi = "_epilogue" if has_epilogue else "None"
+    prec = "''" if direct else "TUNABLES['precision']"
+    mid = _DTYPES[x_leaf.dtype] if stages else _DTYPES[plan.out_dtype]
+    lines = [f"y = _conv_launch({x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()})"]
+    for i, st in enumerate(stages, 1):
+        lines.append(_stage_line(plan, st, i, parts,
+                                 _DTYPES[plan.out_dtype] if i == len(stages) else mid))
+    for op, args in plan.param("reshapes", ()):
+        call = {"squeeze": "torch.squeeze", "unsqueeze": "torch.unsqueeze",
+                "flatten": "torch.flatten"}[op]
+        given = [repr(v) for _, v in args if v is not None]
+        lines.append(f"y = {call}({', '.join(['y', *given])})")
+    lines.append("return y")
+    body = "\n".join(lines)
+    args = ", ".join(plan.forward_args)
+    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
+                 + textwrap.indent(body, " " * 8))
+    return "\n\n".join(p.strip("\n") for p in parts) + "\n"

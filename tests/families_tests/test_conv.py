@@ -1,0 +1,220 @@
+"""The conv family without the DSL: recognition of every bundled conv task and of the small
+``conv_tasks/`` cases (``rec_neg_*``: not covered, with the reason), the rendered candidates
+(static checks, knobs, declarations, the tail stages' launches) and the built-in rewriter's
+conv moves."""
+
+import ast
+
+import _cutegen_famdata as fd  # registered by conftest.py
+import pytest
+
+from cutegen.codegen.candidate import declared_precision, parse_tunables
+from cutegen.codegen.eval.static import check_source
+
+_IG, _DIRECT = "implicit_gemm", "direct"
+#: name -> (op, algo, epilogue ops, {leaf name: kind} that must hold, params that must hold).
+BUNDLED = {
+    "conv2d_bf16": ("conv", _IG, "add", {"p_conv_bias": "col"}, {"kernel": (3, 3)}),
+    "conv2d_large_bf16": ("conv", _IG, "-", {}, {"in_channels": 256}),
+    "conv2d_fp16": ("conv", _IG, "add", {}, {"precision_default": "fp16"}),
+    "conv2d_fp32": ("conv", _IG, "add", {}, {"precision_modes": ("3xtf32",)}),
+    "conv2d_stem_bf16": ("conv", _IG, "-", {}, {"stride": (2, 2), "padding": (3, 3)}),
+    "conv2d_strided_bf16": ("conv", _IG, "add", {}, {"stride": (2, 2)}),
+    "conv2d_dilated_bf16": ("conv", _IG, "add", {}, {"dilation": (2, 2)}),
+    "conv2d_asymmetric_bf16": ("conv", _IG, "add", {}, {"kernel": (3, 5), "padding": (1, 2)}),
+    "conv2d_1x1_bf16": ("conv", _IG, "-", {}, {"kernel": (1, 1)}),
+    "conv2d_grouped_bf16": ("conv", _IG, "add", {}, {"groups": 4}),
+    "conv1d_bf16": ("conv", _IG, "add", {}, {"dims": 1}),
+    "conv1d_strided_fp32": ("conv", _IG, "add", {}, {"stride": (3,), "dilation": (2,)}),
+    "conv3d_bf16": ("conv", _IG, "add", {}, {"dims": 3}),
+    "conv3d_fp32": ("conv", _IG, "add", {}, {"kernel": (3, 5, 5), "stride": (1, 2, 2)}),
+    "conv2d_depthwise_bf16": ("conv", _DIRECT, "add", {}, {"groups": 256}),
+    "conv2d_depthwise_fp32": ("conv", _DIRECT, "add", {}, {"groups": 128, "out_channels": 256}),
+    "conv_transpose2d_bf16": ("conv_transpose", _IG, "add", {}, {"stride": (2, 2)}),
+    "conv_transpose2d_s1_fp32": ("conv_transpose", _IG, "add", {}, {"stride": (1, 1)}),
+    "conv_transpose3d_bf16": ("conv_transpose", _IG, "add", {}, {"output_padding": (1, 1, 1)}),
+    "conv_transpose1d_bf16": ("conv_transpose", _IG, "add", {},
+                              {"groups": 2, "dilation": (2,), "output_padding": (1,)}),
+    "conv2d_relu_bias_bf16": ("conv", _IG, "add, relu, add", {"p_bias": "col"}, {}),
+    "conv2d_mul_leakyrelu_gelu_bf16": ("conv", _IG, "add, mul, leaky_relu, gelu",
+                                       {"p_multiplier": "col"}, {}),
+    "conv2d_sub_tanh_sub_fp32": ("conv", _IG, "add, sub, tanh, sub",
+                                 {"a_subtract1_value": "value"}, {}),
+    "conv2d_hardswish_relu_bf16": ("conv", _IG, "add, hardswish, relu", {}, {}),
+    "conv2d_residual_bf16": ("conv", _IG, "add, mul, add", {"residual": "full"}, {}),
+    "conv3d_scale_tanh_sigmoid_bf16": ("conv", _IG, "add, mul, tanh, mul, sigmoid",
+                                       {"p_scaling_factor": "col", "p_bias": "col"}, {}),
+    "conv_transpose2d_clamp_scale_bf16": ("conv_transpose", _IG,
+                                          "add, sub, clamp, mul, clamp, div",
+                                          {"p_bias": "col"}, {}),  # 2.0: inlined
+    "conv1d_mish_fp32": ("conv", _IG, "add, mish, mish", {}, {}),
+    "conv2d_depthwise_relu6_bf16": ("conv", _DIRECT, "add, relu6", {}, {}),
+    # tails: (stage op, its post chain) in order under the key "stages"
+    "conv2d_groupnorm_scale_maxpool_clamp_bf16": (
+        "conv", _IG, "add", {"p_scale": "col", "p_group_norm_weight": "col"},
+        {"stages": [("group_norm", "mul"), ("max_pool", "clamp")]}),
+    "conv2d_sub_tanh_avgpool_bf16": ("conv", _IG, "add, sub, tanh, sub", {},
+                                     {"stages": [("avg_pool", "-")]}),
+    "conv3d_scale_globalavg_bias_fp32": ("conv", _IG, "add, mul", {"p_bias": "col"},
+                                         {"stages": [("plane", "add")]}),
+    "conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16": (
+        "conv_transpose", _IG, "add", {}, {"stages": [("max_pool", "hardtanh"),
+                                                      ("plane", "tanh")]}),
+    "conv3d_softmax_maxpool_bf16": ("conv", _IG, "add", {},
+                                    {"stages": [("channel", "-"), ("max_pool", "-")]}),
+    "conv_transpose3d_logsumexp_hardswish_fp32": (
+        "conv_transpose", _IG, "add", {"p_bias": "scalar"},
+        {"stages": [("channel", "add, sigmoid, mul, div, sub, clamp")]}),
+    "conv2d_batchnorm_scale_bf16": ("conv", _IG, "add", {"p_bn_weight": "col"},
+                                    {"stages": [("batch_norm", "mul")]}),
+    "conv2d_instancenorm_div_fp32": ("conv", _IG, "add", {},
+                                     {"stages": [("group_norm", "div")]}),
+}
+#: Our small tasks (conv_tasks/rec_*.py): same layout.
+EXTRA = {
+    "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
+                                 {"padding": "same", "module": "", "kernel": (4, 4)}),
+    "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
+    "rec_gelu_globalavg_squeeze_bf16": (
+        "conv", _IG, "add, gelu", {}, {"stages": [("plane", "-")],
+                                       "reshapes": (("squeeze", (("dim", -1),)),
+                                                    ("squeeze", (("dim", -1),)))}),
+    "rec_sequential_fp32": ("conv", _IG, "add, relu", {"p_features_0_bias": "col"},
+                            {"module": "features.0"}),
+    "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
+                                        {"stride": (2, 2), "dilation": (2, 2)}),
+    "rec_transposed_functional_fp32": ("conv_transpose", _IG, "add", {"s": "scalar", "w": "full"},
+                                       {"precision_default": "tf32", "module": "",
+                                        "output_padding": (1, 1, 1)}),
+}
+#: Not covered: name -> (NotCovered.op, words the message must contain).
+NEGATIVE = {
+    "rec_neg_prologue": ("nn.Conv2d", ["computed by torch.relu"]),
+    "rec_neg_two_convs": ("nn.Conv2d", ["more than one convolution"]),
+    "rec_neg_transposed_depthwise": ("nn.ConvTranspose2d", ["transposed depthwise", "forward"]),
+    "rec_neg_wide_kernel": ("nn.Conv1d", ["24 > 16", "im2col"]),
+    "rec_neg_pixel_operand": ("broadcast", ["mask", "(1, 1, 12, 12)", "per channel"]),
+    "rec_neg_unbatched": ("nn.Conv1d", ["unbatched"]),
+    "rec_neg_conv_matmul": ("@ (matmul)", ["besides a convolution"]),
+    "rec_neg_branching_tails": ("mean", ["one chain"]),
+    "rec_neg_pool_padding": ("max_pool", ["padding=1"]),
+    "rec_neg_spatial_softmax": ("softmax", ["torch.softmax over dim 2", "channels (dim 1)"]),
+}
+
+
+def test_every_conv_task_is_listed():
+    assert sorted(BUNDLED) == list(fd.BUNDLED_CONV)
+    assert sorted(EXTRA) + sorted(NEGATIVE) == sorted(
+        sorted(p.stem for p in fd.CONV_TASKS.glob("*.py")), key=lambda n: n.startswith(
+            "rec_neg"))
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED) + sorted(EXTRA))
+def test_conv_plan(name):
+    op, algo, epi, kinds, params = {**BUNDLED, **EXTRA}[name]
+    plan = fd.plan_of(name)
+    assert (plan.family, plan.op, plan.param("algo")) == ("conv", op, algo)
+    assert plan.epilogue.describe() == epi
+    leaves = {lf.name: lf.kind for lf in plan.leaves}
+    for leaf, kind in kinds.items():
+        assert leaves.get(leaf) == kind, (leaf, leaves)
+    for k, v in params.items():
+        if k == "stages":
+            got = [(dict(st)["op"], dict(st)["post"].describe()) for st in plan.param(k)]
+            assert got == v, got
+        else:
+            assert plan.param(k) == v, (k, plan.params)
+    if "stages" not in params:
+        assert plan.param("stages") == ()
+    assert plan.leaf(plan.param("x")).source == "input"
+    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[name.rsplit("_", 1)[1]]
+    assert plan.out_dtype == dtype and plan.out_shape == "conv"
+
+
+@pytest.mark.parametrize("name", sorted(NEGATIVE))
+def test_conv_not_covered(name):
+    op, words = NEGATIVE[name]
+    rec = fd.recognition(name)
+    assert not rec.covered and rec.not_covered.op == op, rec.not_covered
+    for w in words:
+        assert w in rec.not_covered.message, rec.not_covered.message
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED) + sorted(EXTRA))
+def test_rendered_conv_candidate(name):
+    """The file parses, passes the static checks, imports nothing from cutegen, and its
+    TUNABLES / TUNABLE_CHOICES / FAMILY / PRECISION are what the search reads."""
+    from cutegen.codegen.families.render import knobs
+
+    plan = fd.plan_of(name)
+    code = fd.rendered(name)
+    ast.parse(code)
+    assert check_source(code).ok, check_source(code)
+    assert "from cutegen" not in code and "class ModelNew(_TaskModule):" in code
+    values, choices = knobs(plan)
+    tun = parse_tunables(code)
+    assert {t.name: t.value for t in tun.values()} == values
+    assert all(t.value in t.choices for t in tun.values())
+    assert f"FAMILY = {{'family': 'conv', 'op': '{plan.op}', 'fused': True}}" in code
+    launches = {"max_pool": "_pool_launch(y, 'max'", "avg_pool": "_pool_launch(y, 'avg'",
+                "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,",
+                "channel": "_channel_launch(y,", "batch_norm": "_batch_norm_launch(y,"}
+    body = code[code.index("class ModelNew"):]
+    for st in plan.param("stages"):
+        assert launches[dict(st)["op"]] in body, body
+    if not plan.param("stages"):
+        assert "class PoolKernel" not in code
+    if plan.param("module") == "features.0":
+        assert "getattr(self.features, '0')" in body
+    if plan.param("algo") == "direct":
+        assert "class DirectConvKernel" in code and "class GemmKernel" not in code
+        assert declared_precision(code) == "" and "precision" not in values
+    else:
+        assert "class ConvKernel(GemmKernel)" in code and "make_im2col_tma_atom" in code
+        assert declared_precision(code) == values["precision"] == plan.param("precision_default")
+        assert set(choices["precision"]) <= set(plan.param("precision_modes"))
+        cg = plan.param("in_channels") // plan.param("groups")
+        assert values["tile_k"] in choices["tile_k"] and (cg >= values["tile_k"] or cg < 16
+                                                          or values["tile_k"] <= 32)
+
+
+def test_tile_k_default_wastes_little():
+    from cutegen.codegen.families.conv import tile_k_for
+
+    assert [tile_k_for(c, [16, 32, 64], False) for c in (3, 16, 48, 64, 96, 256)] == [
+        16, 16, 16, 64, 32, 64]
+    assert [tile_k_for(c, [8, 16, 32], True) for c in (3, 16, 64)] == [8, 16, 32]
+
+
+def test_conv_proposals_and_moves():
+    """The root offers the default conv candidate then CONV_VARIANTS; a conv parent gets
+    one-knob moves (family "conv"), the precision only within the plan's modes."""
+    from cutegen.codegen.families.moves import family_moves, family_proposals, recognition_for
+    from cutegen.codegen.rewriters.base import RewriteContext
+    from cutegen.codegen.tasks import load_task_file
+
+    task = load_task_file(fd.task_path("conv2d_fp32"), name="conv2d_fp32")
+    recognition_for(task, in_process=True)  # cached: no capture in a child process
+    props = family_proposals(task)
+    assert props and props[0].move.params["variant"] == "default"
+    assert all(p.move.params["family"] == "conv" for p in props)
+    labels = [p.move.params["variant"] for p in props]
+    assert "cluster 2x1" in labels and "fast math" not in labels  # fp32: no fast math
+    ctx = RewriteContext(task=task, parent=props[0].candidate)
+    moves = list(family_moves(ctx))
+    names = {p.move.params["name"] for p in moves}
+    assert {"tile_m", "tile_n", "tile_k", "cluster_m", "stages", "promote"} <= names
+    assert all(p.move.params["family"] == "conv" for p in moves)
+    assert not any(p.move.params["name"] == "precision" for p in moves)  # 1e-4: 3xtf32 only
+
+
+def test_direct_conv_proposals():
+    """A depthwise task's root candidates are the direct kernel's default and its own
+    variants (none of the implicit GEMM's knobs)."""
+    from cutegen.codegen.families.moves import family_proposals, recognition_for
+    from cutegen.codegen.tasks import load_task_file
+
+    task = load_task_file(fd.task_path("conv2d_depthwise_bf16"), name="conv2d_depthwise_bf16")
+    recognition_for(task, in_process=True)
+    labels = [p.move.params["variant"] for p in family_proposals(task)]
+    assert labels == ["default", "tile_w 64", "rows 2"]

@@ -1,0 +1,119 @@
+"""The conv family compiles for sm_90a on the CPU with the SASS we design for.
+
+Implicit GEMM candidates: one ``ConvKernel`` whose product runs on the tensor cores
+(``HGMMA.64xNxK`` of the plan's precision, no ``HMMA``), whose activation tiles arrive by TMA
+in im2col mode (``UTMALDG.5D.IM2COL``) and filter tiles by tiled TMA (``UTMALDG``), plus the
+two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summing on the CUDA
+cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
+
+Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
+free of local memory too. Cases (12 compiles, run by ``family_compile_driver.py`` in two child
+processes at once; nothing of the DSL is imported here; every bundled conv task compiled
+clean once, see the issue-20 report). The kernels take every size at run time, so one shape
+per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
+fp16, 1-D / 2-D / 3-D, a narrow k tile (16 input channels), transposed (one GEMM per output
+phase; the zero-inserting pack where a phase has no tap), full / per-channel / scalar
+epilogue operands, tails (GroupNorm then max pooling; max pooling then a spatial mean after a
+transposed conv; a softmax over channels then 3-D max pooling; BatchNorm), 64-row tiles with
+a 2-CTA cluster multicasting the im2col tiles, a 32-channel k tile and explicit stages, and
+the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf16 with an
+epilogue and other tile knobs at a hidden verification shape.
+"""
+
+import json
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import _cutegen_famdata as fd  # registered by conftest.py
+import pytest
+
+pytestmark = [pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing"),
+              pytest.mark.slow]
+
+#: SASS type suffix of the HGMMA per precision (fp16 inputs carry none).
+_MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
+#: (task, knob changes, shape index: 0 the main shape (batch capped), 1 the first
+#: VERIFY_SHAPE)
+CASES = [
+    ("conv2d_fp32", {}, 0), ("rec_transposed_functional_fp32", {}, 0), ("conv1d_bf16", {}, 0),
+    ("conv3d_softmax_maxpool_bf16", {}, 1), ("conv2d_batchnorm_scale_bf16", {}, 0),
+    ("rec_transposed_zero_insert_bf16", {}, 0),
+    ("conv2d_groupnorm_scale_maxpool_clamp_bf16", {}, 0),
+    ("conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16", {}, 1),
+    ("rec_functional_same_fp16", {}, 0),
+    ("conv2d_bf16", {"tile_m": 64, "cluster_n": 2, "tile_k": 32, "stages": 3}, 0),
+    ("conv2d_depthwise_fp32", {}, 0),
+    ("conv2d_depthwise_relu6_bf16", {"tile_w": 64, "rows": 2}, 1),
+]
+
+
+def _case_id(c) -> str:
+    name, knobs, shape = c
+    return name + "".join(f"-{k}={v}" for k, v in knobs.items()) + ("-verify" if shape else "")
+
+
+def _shape(name: str, index: int) -> dict:
+    s = fd.shapes(name, max_rows=2)[index]
+    return s
+
+
+@cache
+def _results(root: str) -> list[dict]:
+    root_p = Path(root)
+    jobs = []
+    for i, (name, knobs, shape) in enumerate(CASES):
+        path = root_p / f"conv_cand_{i}.py"
+        path.write_text(fd.rendered(name, extra=tuple(sorted(knobs.items()))))
+        s = _shape(name, shape)
+        jobs.append({"file": str(path), "init": s["init"], "inputs": s["inputs"], "index": i})
+    out = fd.compile_jobs(jobs, root_p, len(CASES))
+    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
+    return out
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    return _results(str(tmp_path_factory.mktemp("conv_compile")))
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[_case_id(c) for c in CASES])
+def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
+    from cutegen.codegen.families.render import knobs as knobs_of
+
+    name, changes, _ = CASES[index]
+    res = compiled[index]
+    assert res["error"] is None, res["error"]
+    kernels = {n: k for comp in res["compiles"] for n, k in comp["kernels"].items()}
+    for kname, k in kernels.items():
+        local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
+        assert not local and k.get("frame", 0) == 0, f"local memory in {kname}: {k}"
+    plan = fd.plan_of(name)
+    values, _ = knobs_of(plan)
+    values.update(changes)
+    tails = {"max_pool": "PoolKernel", "avg_pool": "PoolKernel", "plane": "PlaneReduceKernel",
+             "group_norm": "GroupNormKernel", "channel": "ChannelKernel",
+             "batch_norm": "BatchNormKernel"}
+    for st in plan.param("stages"):
+        assert any(tails[dict(st)["op"]] in n for n in kernels), (dict(st)["op"], list(kernels))
+    if plan.param("algo") == "direct":
+        direct = [k for n, k in kernels.items() if "DirectConvKernel" in n]
+        assert len(direct) == 1 and len(kernels) == 1, list(kernels)
+        mma = direct[0]["mma"]
+        assert mma.get("FFMA", 0) > 0 and not any(op.startswith(("HGMMA", "HMMA")) for op in mma)
+        return
+    conv = [k for n, k in kernels.items() if "ConvKernel" in n and "Pack" not in n]
+    assert len(conv) == 1, list(kernels)
+    assert any("ConvPackKernel" in n for n in kernels) and any(
+        "WeightPackKernel" in n for n in kernels), list(kernels)
+    mma = conv[0]["mma"]
+    precision = values["precision"]
+    kdim = 8 if precision in ("tf32", "3xtf32") else 16
+    want = f"HGMMA.64x{values['tile_n']}x{kdim}.F32{_MMA_TYPE[precision]}"
+    hgmma = {op for op in mma if op.startswith("HGMMA")}
+    assert hgmma and all(op == want or op.startswith(want + ".") for op in hgmma), (want, mma)
+    assert not any(op.startswith("HMMA") for op in mma), mma
+    if precision == "fp16":
+        assert not any(t in op for op in hgmma for t in (".BF16", ".TF32")), hgmma
+    assert mma.get("UTMALDG.5D.IM2COL", 0) > 0, f"no im2col TMA loads: {mma}"
+    assert mma.get("UTMALDG", 0) > 0, f"no tiled TMA loads of the filter: {mma}"
