@@ -324,40 +324,6 @@ def _conv_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
     return ("conv_transpose" if transposed else "conv"), consts
 
 
-def _conv_tail_module(mod: Any, param: Any) -> tuple[str, dict[str, Any]] | None:
-    """(op, constants) of a pooling or GroupNorm module (None for others), as the functional
-    form takes them."""
-    import torch.nn as nn
-
-    def plain(v: Any) -> Any:
-        return list(v) if isinstance(v, tuple) else v
-
-    if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)):
-        return "max_pool", {k: plain(getattr(mod, k)) for k in (
-            "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")}
-    if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
-        return "avg_pool", {k: plain(getattr(mod, k, None)) for k in (
-            "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-            "divisor_override")}
-    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
-        return "adaptive_avg_pool", {"output_size": plain(mod.output_size)}
-    if isinstance(mod, nn.GroupNorm):
-        return "group_norm", {"num_groups": mod.num_groups, "eps": mod.eps,
-                              "weight": param(mod.weight, "weight"),
-                              "bias": param(mod.bias, "bias")}
-    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
-        # batch statistics when training or without running stats (as BatchNorm's forward)
-        return "batch_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
-                              "bias": param(mod.bias, "bias"),
-                              "training": bool(mod.training or mod.running_mean is None)}
-    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
-        return "instance_norm", {"eps": mod.eps, "weight": param(mod.weight, "weight"),
-                                 "bias": param(mod.bias, "bias"),
-                                 "use_input_stats": bool(mod.training
-                                                         or not mod.track_running_stats)}
-    return None
-
-
 def _swaps_last_two(perm: Any) -> bool:
     """Whether a ``permute`` order only swaps the last two dims (``(0, 2, 1)``, ``(1, 0)``)."""
     if not isinstance(perm, (tuple, list)) or len(perm) < 2:

@@ -45,13 +45,14 @@ def test_every_extra_task_is_listed():
     assert sorted(NEGATIVE) == sorted(p.stem for p in fd.NEGATIVE.glob("*.py"))
     bundled = {p.stem for p in fd.BUNDLED.glob("*.py")}
     assert bundled == set(fd.BUNDLED_COVERED) | set(fd.BUNDLED_NOT_COVERED) | set(
-        fd.BUNDLED_GEMM) | set(fd.BUNDLED_REDUCE) | set(fd.BUNDLED_GEMM19) | set(fd.BUNDLED_CONV)
+        fd.BUNDLED_GEMM) | set(fd.BUNDLED_REDUCE) | set(fd.BUNDLED_GEMM19) | set(
+        fd.BUNDLED_CONV) | set(fd.BUNDLED_LONG)
 
 
-@pytest.mark.parametrize("name", sorted(fd.BUNDLED_COVERED))
+@pytest.mark.parametrize("name", sorted(fd.BUNDLED_COVERED | fd.BUNDLED_LONG))
 def test_bundled_task_is_recognised(name):
     plan = fd.plan_of(name)
-    assert (plan.family, plan.op) == fd.BUNDLED_COVERED[name]
+    assert (plan.family, plan.op) == (fd.BUNDLED_COVERED | fd.BUNDLED_LONG)[name]
     assert plan.prologue.empty and plan.epilogue.empty or plan.family == "pointwise"
     x = plan.leaf(plan.main)
     assert x.kind == "full" and x.source == "input"

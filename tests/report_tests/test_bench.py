@@ -50,13 +50,15 @@ def failed(task, *, dtype="bf16", tier="A"):
 def test_bundled_suites():
     assert {"tierA", "fp32", "gemm", "conv", "all"} <= set(bundled_suite_names())
     tasks = set(bundled_task_names())
-    a, f, g, r, c, every = (load_suite(n) for n in ("tierA", "fp32", "gemm", "reduce", "conv", "all"))
+    a, f, g, r, c, lg, every = (load_suite(n) for n in ("tierA", "fp32", "gemm", "reduce", "conv",
+                                                          "long", "all"))
     assert {t.dtype for t in a.tasks} == {"bf16"} and {t.tier for t in a.tasks} == {"A"}
     assert {t.dtype for t in f.tasks} == {"fp32"}
     assert {t.dtype for t in g.tasks} == {"bf16", "fp32"} and {t.tier for t in g.tasks} == {"C", "D"}
     assert all(t.tier == "D" for t in g.tasks if "bias" in t.task or "residual" in t.task)
     assert {t.tier for t in c.tasks} == {"conv", "conv-chain"}
-    assert [t.task for t in every.tasks] == [t.task for s in (a, f, g, r, c) for t in s.tasks]
+    assert [t.task for t in every.tasks] == [t.task for s in (a, f, g, r, c, lg)
+                                              for t in s.tasks]
     assert {t.task for t in every.tasks} <= tasks  # every entry is a bundled task
     assert {t.task for t in every.tasks} == tasks  # and `all` covers all of them
     mem = load_suite("memory")
