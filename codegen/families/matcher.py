@@ -95,6 +95,31 @@ class Matcher:
     def node(self, i: int) -> Node:
         return self.nodes[i]
 
+    def anchor_input(self, a: Node) -> Node:
+        """The tensor an anchor op (a reduction, norm, pool) reads.
+
+        Raises:
+            NotCoveredError: its input is not a tensor.
+        """
+        x_id = a.tensors.get("input")
+        if x_id is None:
+            raise NotCoveredError(f"{a.target}: its input is not a tensor", a.op)
+        return self.node(x_id)
+
+    def main_leaf(self, prologue: Chain, x: Node, what: str) -> str:
+        """The name of the full-shape leaf an anchor's prologue is computed from (a task
+        input before a parameter; the anchor's own input first).
+
+        Raises:
+            NotCoveredError: no leaf of the anchor input's shape feeds the prologue.
+        """
+        used = prologue.leaves()
+        mains = [lf for lf in self.leaves.values() if lf.kind == "full" and lf.name in used]
+        if not mains:
+            raise NotCoveredError(
+                f"the input of {what} is not computed from a tensor of its shape", "broadcast")
+        return sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
+
     def ancestors(self, start: int) -> set[int]:
         seen, todo = set(), [start]
         while todo:

@@ -64,10 +64,8 @@ def norm_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
         NotCoveredError: a form the families do not compute.
     """
     op = a.op
-    x_id = a.tensors.get("input")
-    if x_id is None:
-        raise NotCoveredError(f"{a.target}: its input is not a tensor", op)
-    x = m.node(x_id)
+    x = m.anchor_input(a)
+    x_id = x.id
     frame, nd = tuple(x.shape), len(x.shape)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
@@ -163,14 +161,10 @@ def _affine_then(m: Matcher, epi_ids: set[int], out: Node, a: Node, frame: tuple
 
 def _plan(m: Matcher, family: str, op: str, x: Node, prologue: Chain, epilogue: Chain,
           params: dict[str, object], out: Node, what: str) -> Plan:
-    mains = [lf for lf in m.leaves.values() if lf.kind == "full" and lf.name in prologue.leaves()]
-    if not mains:
-        raise NotCoveredError(f"the input of {what} is not computed from a tensor of its shape",
-                              "broadcast")
+    main = m.main_leaf(prologue, x, what)
     if out.dtype not in FLOATS or tuple(out.shape) != tuple(x.shape):
         raise NotCoveredError(f"a {out.dtype} result of shape {tuple(out.shape)} after {what}",
                               "broadcast")
-    main = sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
     desc = f"{what} of {'x'.join(map(str, x.shape))} {x.dtype}"
     if not prologue.empty:
         desc += f"; prologue: {prologue.describe()}"

@@ -40,10 +40,8 @@ def pool_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     """
     op = a.op
     mode, sp = op.split("_")[0], int(op[-2])
-    x_id = a.tensors.get("input")
-    if x_id is None:
-        raise NotCoveredError(f"{a.target}: its input is not a tensor", op)
-    x = m.node(x_id)
+    x = m.anchor_input(a)
+    x_id = x.id
     frame, nd = tuple(x.shape), len(x.shape)
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{op} of a {x.dtype} tensor", x.dtype)
@@ -74,13 +72,9 @@ def pool_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     m.classify = lambda shape, fr, k: _full_or_scalar(shape, tuple(out.shape)) if _full_or_scalar(
         shape, tuple(out.shape)) == "scalar" else None
     epilogue = m.chain(calls - pro_ids - {a.id}, out.id, tuple(out.shape), 1, {a.id: "%y"})
-    mains = [lf for lf in m.leaves.values() if lf.kind == "full" and lf.name in prologue.leaves()]
-    if not mains:
-        raise NotCoveredError(f"the input of {op} is not computed from a tensor of its shape",
-                              "broadcast")
+    main = m.main_leaf(prologue, x, op)
     if out.dtype not in FLOATS:
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
-    main = sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
     desc = (f"{op} (kernel {kernel}, stride {stride}, padding {padding}"
             + (f", dilation {dilation}" if mode == "max" and max(dilation) > 1 else "")
             + (", ceil mode" if params["ceil_mode"] else "") + f") of "

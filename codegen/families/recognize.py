@@ -139,10 +139,8 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
 
 def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     op = a.op
-    x_id = a.tensors.get("input")
-    if x_id is None:
-        raise NotCoveredError(f"{a.target}: its input is not a tensor", op)
-    x = m.node(x_id)
+    x = m.anchor_input(a)
+    x_id = x.id
     frame, nd = tuple(x.shape), len(x.shape)
     absorbed: set[int] = set()
     result = a.id
@@ -195,11 +193,7 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
                               "single values can follow a reduction", "broadcast")
         if out_shape == "scalar" and not epilogue.empty:
             raise NotCoveredError(f"pointwise ops after the {op} loss", epilogue.nodes[0].op)
-    mains = [lf for lf in m.leaves.values() if lf.kind == "full" and lf.name in prologue.leaves()]
-    if not mains:
-        raise NotCoveredError(f"the input of {op} is not computed from a tensor of its shape",
-                          "broadcast")
-    main = sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
+    main = m.main_leaf(prologue, x, op)
     if out.dtype not in (*FLOATS, "int64"):
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
     desc = f"{op}{' (reverse)' if params.get('reverse') else ''} over the last " + (

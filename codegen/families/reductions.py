@@ -349,11 +349,7 @@ def reduction_plan(m: Matcher, calls: set[int], out: Node, a: Node, op: str, res
             raise NotCoveredError(f"the input of {op} is used after it", op)
         out_shape = "rows"
     params["map"] = mapped
-    mains = [lf for lf in m.leaves.values() if lf.kind == "full" and lf.name in prologue.leaves()]
-    if not mains:
-        raise NotCoveredError(f"the input of {op} is not computed from a tensor of its shape",
-                              "broadcast")
-    main = sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
+    main = m.main_leaf(prologue, x, op)
     if out.dtype not in (*FLOATS, "int64"):
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
     where = {"inner": f"the last {k} dim(s)", "all": "all elements"}.get(lay, f"dims {list(dims)}")
