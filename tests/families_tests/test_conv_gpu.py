@@ -20,19 +20,14 @@ Every case is its own test, keeps its candidate in ``runs/conv_gpu/`` (reproduce
 per xdist worker): verdict, errors, median time, kernels.
 """
 
-import json
-import os
-
 import _cutegen_famdata as fd  # registered by conftest.py
+import _cutegen_gpu_cases as gc  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
-from cutegen.codegen.candidate import CandidateSource
-from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
 OUT = fd.ROOT / "runs" / "conv_gpu"
-SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
 SMOKE = ("conv2d_bf16", "conv2d_fp32", "conv_transpose2d_bf16", "conv2d_grouped_bf16",
@@ -62,44 +57,16 @@ def evaluators():
     """One LocalEvaluator per task (its reference worker is reused across that task's cases)."""
     from cutegen.codegen.eval.evaluator import LocalEvaluator
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text("")
-    made: dict = {}
+    def make(name: str):
+        task = load_task_file(fd.task_path(name), name=name)
+        return LocalEvaluator(task, EvalOptions(bench_runs=20, baselines=False),
+                              run_dir=OUT / "run")
 
-    def get(name: str):
-        path = fd.task_path(name)
-        if path not in made:
-            task = load_task_file(path, name=path.stem)
-            made[path] = LocalEvaluator(task, EvalOptions(bench_runs=20, baselines=False),
-                                        run_dir=OUT / "run")
-        return made[path]
-
-    yield get
-    for ev in made.values():
-        ev.close()
+    yield from gc.evaluator_pool(OUT, make)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_conv_candidate_is_correct(case, evaluators):
     name, knobs = case
     code = fd.rendered(name, extra=tuple(sorted(knobs)))
-    path = OUT / f"{_id(case)}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(code)
-    ev = evaluators(name).evaluate(CandidateSource(code, origin=f"family:{_id(case)}"))
-    t = ev.timing.median_us if ev.timing else None
-    row = {"case": _id(case), "file": str(path), "verdict": ev.verdict.value,
-           "message": ev.message, "details": [d[:2000] for d in ev.details[:3]],
-           "trials": [{"label": tr.label, "passed": tr.passed, "reason": tr.reason,
-                       "max_abs": tr.max_abs_err, "max_rel": tr.max_rel_err}
-                      for tr in ev.trials],
-           "median_us": t, "kernels": list(ev.kernels), "flags": list(ev.flags),
-           "log_tail": ev.log_tail[-2000:]}
-    with SUMMARY.open("a") as f:
-        f.write(json.dumps(row) + "\n")
-    print(f"CASE {_id(case)}: {ev.verdict.value} {t or '-'} us")
-    failed = [tr for tr in row["trials"] if not tr["passed"]]
-    assert ev.verdict == Verdict.CORRECT, (
-        f"{ev.verdict.value}: {ev.message}\nfailed trials: {failed}\n"
-        + "\n".join(row["details"]) + f"\nlog tail:\n{row['log_tail']}\n"
-        f"reproduce: cutegen eval {fd.task_path(name)} {path}")
+    gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))

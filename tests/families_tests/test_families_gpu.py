@@ -20,21 +20,15 @@ and details and each trial's errors, and ``runs/families_gpu/summary*.jsonl`` (o
 line per case (verdict, errors, median time, fraction of the roofline, kernels, registers).
 """
 
-import json
-import os
-from pathlib import Path
 
 import _cutegen_famdata as fd  # registered by conftest.py
+import _cutegen_gpu_cases as gc  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
-from cutegen.codegen.candidate import CandidateSource
-from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
 OUT = fd.ROOT / "runs" / "families_gpu"
-#: One summary file per pytest-xdist worker (``-n N`` runs cases side by side on the GPU).
-SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
 CASES = [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_COVERED)]
@@ -65,55 +59,16 @@ def evaluators():
     """One LocalEvaluator per task (its reference worker is reused across that task's cases)."""
     from cutegen.codegen.eval.evaluator import LocalEvaluator
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text("")
-    made: dict = {}
+    def make(name: str):
+        task = load_task_file(fd.task_path(name), name=name)
+        return LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
+                              run_dir=OUT / "run")
 
-    def get(name: str):
-        if name not in made:
-            # one task's workers at a time: a reference worker keeps its task's tensors on
-            # the GPU, and side by side (pytest -n) they added up to an out-of-memory GPU
-            for ev in made.values():
-                ev.close()
-            made.clear()
-            task = load_task_file(fd.task_path(name), name=name)
-            made[name] = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
-                                        run_dir=OUT / "run")
-        return made[name]
-
-    yield get
-    for ev in made.values():
-        ev.close()
-
-
-def _record(case_id: str, path: Path, ev) -> dict:
-    t = ev.timing.median_us if ev.timing else None
-    frac = (ev.roofline.bound_us / t) if (ev.roofline and t) else None
-    row = {"case": case_id, "file": str(path), "verdict": ev.verdict.value,
-           "message": ev.message, "details": [d[:2000] for d in ev.details[:3]],
-           "trials": [{"label": tr.label, "passed": tr.passed, "reason": tr.reason,
-                       "max_abs": tr.max_abs_err, "max_rel": tr.max_rel_err}
-                      for tr in ev.trials],
-           "median_us": t, "roofline_fraction": frac, "kernels": list(ev.kernels),
-           "flags": list(ev.flags), "log_tail": ev.log_tail[-2000:]}
-    with SUMMARY.open("a") as f:
-        f.write(json.dumps(row) + "\n")
-    return row
+    yield from gc.evaluator_pool(OUT, make, one_at_a_time=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_family_candidate_is_correct(case, evaluators):
     name, strategy, fused, fast = case
     code = fd.rendered(name, strategy, fused, (("fast_math", True),) if fast else ())
-    path = OUT / f"{_id(case)}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(code)
-    ev = evaluators(name).evaluate(CandidateSource(code, origin=f"family:{_id(case)}"))
-    row = _record(_id(case), path, ev)
-    frac = f"{row['roofline_fraction']:.0%}" if row["roofline_fraction"] else "-"
-    print(f"CASE {_id(case)}: {ev.verdict.value} {row['median_us'] or '-'} us, roofline {frac}")
-    failed = [tr for tr in row["trials"] if not tr["passed"]]
-    assert ev.verdict == Verdict.CORRECT, (
-        f"{ev.verdict.value}: {ev.message}\nfailed trials: {failed}\n"
-        + "\n".join(row["details"]) + f"\nlog tail:\n{row['log_tail']}\n"
-        f"reproduce: cutegen eval {fd.task_path(name)} {path}")
+    gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))

@@ -16,20 +16,14 @@ Every case is its own test, keeps its candidate in ``runs/gemm_gpu/`` (reproduce
 (verdict, errors, median time, kernels).
 """
 
-import json
-import os
-
 import _cutegen_gemm_plans as gp  # registered by conftest.py
+import _cutegen_gpu_cases as gc  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
-from cutegen.codegen.candidate import CandidateSource
-from cutegen.codegen.evaluation import Verdict
 from cutegen.codegen.tasks import load_task_file
 
 OUT = gp.ROOT / "runs" / "gemm_gpu"
-#: One summary file per pytest-xdist worker: a shared one was emptied by each worker's start.
-SUMMARY = OUT / f"summary{'-' + os.environ['PYTEST_XDIST_WORKER'] if os.environ.get('PYTEST_XDIST_WORKER') else ''}.jsonl"
 pytestmark = pytest.mark.gpu
 
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in gp.PLANS]
@@ -54,44 +48,16 @@ def evaluators():
     """One LocalEvaluator per task (its reference worker is reused across that task's cases)."""
     from cutegen.codegen.eval.evaluator import LocalEvaluator
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text("")
-    made: dict = {}
+    def make(name: str):
+        task = load_task_file(gp.task_path(name), name=name)
+        return LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
+                              run_dir=OUT / "run")
 
-    def get(name: str):
-        path = gp.task_path(name)
-        if path not in made:
-            task = load_task_file(path, name=path.stem)
-            made[path] = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
-                                        run_dir=OUT / "run")
-        return made[path]
-
-    yield get
-    for ev in made.values():
-        ev.close()
+    yield from gc.evaluator_pool(OUT, make)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_gemm_candidate_is_correct(case, evaluators):
     name, knobs = case
     code = gp.rendered(name, **dict(knobs))
-    path = OUT / f"{_id(case)}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(code)
-    ev = evaluators(name).evaluate(CandidateSource(code, origin=f"family:{_id(case)}"))
-    t = ev.timing.median_us if ev.timing else None
-    row = {"case": _id(case), "file": str(path), "verdict": ev.verdict.value,
-           "message": ev.message, "details": [d[:2000] for d in ev.details[:3]],
-           "trials": [{"label": tr.label, "passed": tr.passed, "reason": tr.reason,
-                       "max_abs": tr.max_abs_err, "max_rel": tr.max_rel_err}
-                      for tr in ev.trials],
-           "median_us": t, "kernels": list(ev.kernels), "flags": list(ev.flags),
-           "log_tail": ev.log_tail[-2000:]}
-    with SUMMARY.open("a") as f:
-        f.write(json.dumps(row) + "\n")
-    print(f"CASE {_id(case)}: {ev.verdict.value} {t or '-'} us")
-    failed = [tr for tr in row["trials"] if not tr["passed"]]
-    assert ev.verdict == Verdict.CORRECT, (
-        f"{ev.verdict.value}: {ev.message}\nfailed trials: {failed}\n"
-        + "\n".join(row["details"]) + f"\nlog tail:\n{row['log_tail']}\n"
-        f"reproduce: cutegen eval {gp.task_path(name)} {path}")
+    gc.judge(evaluators(name), code, _id(case), OUT, gp.task_path(name))
