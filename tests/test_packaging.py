@@ -119,3 +119,23 @@ def test_development_scripts_stay_out_of_the_package():
     assert not (ROOT / "tools" / "__init__.py").exists()
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "tools" not in cfg["package-dir"].values()
+
+
+def test_every_tool_script_starts():
+    """Each script in tools/ imports what it needs and answers ``--help`` (two imported
+    modules that moved out of the package when the scripts did, and nothing said so until a
+    GPU session tried them)."""
+    scripts = sorted((ROOT / "tools").glob("*.py"))
+    assert scripts
+    procs = {p.name: subprocess.Popen([sys.executable, str(p), "--help"], cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p in scripts}
+    failed = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode != 0 or "usage:" not in out:
+            failed[name] = err[-500:]
+    assert not failed, failed
+    sh = subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu_checks.sh")],
+                        capture_output=True, text=True)
+    assert sh.returncode == 0, sh.stderr

@@ -21,7 +21,7 @@
 #   reduce-gpu     issue 19's GPU cases, part 1: reductions over any dims, losses, masks
 #                  (every bundled task's default, every strategy of the small ones)  ~5
 #   reduce-gpu2    part 2: norms and pooling                                          ~5
-#   reduce-bench   issue 19's coverage table, first half of the tasks (bench_reduce.py)  ~8
+#   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
 #   gemm19         issue 19's GEMM cases (tril / triu, einsum, ops after logsumexp):
@@ -117,15 +117,15 @@ for s in "$@"; do
         -n 4 -p no:cacheprovider -k "$sel"
       mkdir -p "$out/$s" && cp runs/families_gpu/summary*.jsonl "$out/$s/" 2>/dev/null ;;
     reduce-bench)
-      step reduce_bench 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+      step reduce_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only sum_dim1,mean_dim1,amax_dim0,argmin_dim1,var_dim1,std_rows,sum_dims02,mean_all,hinge,rmsnorm_channels_fp32,rmsnorm_channels_bf16,l2norm \
         --out "$out/bench_reduce1" ;;
     reduce-bench2)
-      step reduce_bench2 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+      step reduce_bench2 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only l1norm,normalize,group_norm,instance_norm,batch_norm_fp32,batch_norm_eval,frobenius,batch_center,smooth_l1,kl_div,selu,masked \
         --out "$out/bench_reduce2" ;;
     reduce-bench3)
-      step reduce_bench3 560 $py tools/bench_reduce.py --calibrate --runs 50 \
+      step reduce_bench3 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only pool --out "$out/bench_reduce3" ;;
     gemm19)
       step gemm19 560 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \

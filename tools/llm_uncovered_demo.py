@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cutegen.benchmarks.llm_demo import _report, _script
+from llm_demo import _report, _script  # tools/llm_demo.py (this folder is sys.path[0])
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tests" / "families_tests" / "negative" / "scale_shift_repeat.py"
