@@ -167,9 +167,8 @@ def test_no_import_of_another_packages_private_module():
     assert bad == []
 
 
-#: Import cycles between modules of one component that are known and owned elsewhere: the
-#: evaluator's factory (``backend.local_evaluator``) and the evaluator (the evaluator's
-#: owner), two kernel-family modules (the families' owner). The list may only shrink.
+#: Import cycles between modules of one component that are known and owned elsewhere: two
+#: kernel-family modules (the families' owner). The list may only shrink.
 KNOWN_CYCLES = [
     {"cutegen.codegen.families.capture", "cutegen.codegen.families.ops"},
 ]

@@ -35,10 +35,10 @@ class _Evaluator:
 
 
 def test_eval_prints_its_time_table_after_the_traceback(tmp_path, monkeypatch):
-    import cutegen.codegen.backend as backend
+    import cutegen.codegen.eval.evaluator as evaluator
     from cutegen.cli import _attach_commands, cli
 
-    monkeypatch.setattr(backend, "local_evaluator", lambda *a, **k: _Evaluator(_compile_error()))
+    monkeypatch.setattr(evaluator, "local_evaluator", lambda *a, **k: _Evaluator(_compile_error()))
     cand = tmp_path / "cand.py"
     cand.write_text("class ModelNew: pass\n")
     _attach_commands()
