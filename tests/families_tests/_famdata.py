@@ -18,6 +18,7 @@ import importlib.util
 import uuid
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -216,6 +217,26 @@ def shapes(name: str, *, max_rows: int = 512) -> list[dict]:
         out.append({"label": label, "init": init, "inputs": specs})
     return out
 
+
+
+def compile_rendered(root: Path, cases: list, items: list[tuple[tuple, Any, dict]]) -> list[dict]:
+    """Compile one case per item ``(key, make_code, shape)``: one candidate file per distinct
+    ``key`` (written from ``make_code()``), compiled at ``shape`` (``{"init", "inputs"}``);
+    ``cases`` and the results go to ``root/results.json``. Results in case order."""
+    import json
+
+    files: dict[tuple, str] = {}
+    jobs = []
+    for i, (key, make_code, shape) in enumerate(items):
+        if key not in files:
+            path = root / f"cand_{len(files)}.py"
+            path.write_text(make_code())
+            files[key] = str(path)
+        jobs.append({"file": files[key], "init": shape["init"], "inputs": shape["inputs"],
+                     "index": i})
+    out = compile_jobs(jobs, root, len(items))
+    (root / "results.json").write_text(json.dumps({"cases": cases, "results": out}))
+    return out
 
 
 def compile_jobs(jobs: list[dict], root: Path, n_cases: int) -> list[dict]:

@@ -19,8 +19,7 @@ once, so nothing of the DSL is imported here):
   (the product is in the thousands); the search's moves change one knob at a time too.
 """
 
-import json
-from functools import cache
+from functools import cache, partial
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -79,22 +78,9 @@ def _case_id(c: dict) -> str:
 @cache
 def _results(root: str) -> list[dict]:
     """Write every candidate file, compile all cases in two children; results in case order."""
-    root_p = Path(root)
-    files: dict[tuple, str] = {}
-    jobs = []
-    for i, c in enumerate(CASES):
-        key = (c["name"], c["strategy"], c["fused"], tuple(sorted(c["knobs"].items())))
-        if key not in files:
-            path = root_p / f"cand_{len(files)}.py"
-            path.write_text(fd.rendered(c["name"], c["strategy"], c["fused"],
-                                        tuple(sorted(c["knobs"].items()))))
-            files[key] = str(path)
-        jobs.append({"file": files[key], "init": c["shape"]["init"],
-                     "inputs": c["shape"]["inputs"], "index": i})
-    out = fd.compile_jobs(jobs, root_p, len(CASES))
-    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
-    return out  # type: ignore[return-value]
-
+    return fd.compile_rendered(Path(root), CASES, [
+        (key, partial(fd.rendered, *key), c["shape"]) for c in CASES
+        for key in [(c["name"], c["strategy"], c["fused"], tuple(sorted(c["knobs"].items())))]])
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):

@@ -20,8 +20,7 @@ the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf
 epilogue and other tile knobs at a hidden verification shape.
 """
 
-import json
-from functools import cache
+from functools import cache, partial
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -60,17 +59,10 @@ def _shape(name: str, index: int) -> dict:
 
 @cache
 def _results(root: str) -> list[dict]:
-    root_p = Path(root)
-    jobs = []
-    for i, (name, knobs, shape) in enumerate(CASES):
-        path = root_p / f"conv_cand_{i}.py"
-        path.write_text(fd.rendered(name, extra=tuple(sorted(knobs.items()))))
-        s = _shape(name, shape)
-        jobs.append({"file": str(path), "init": s["init"], "inputs": s["inputs"], "index": i})
-    out = fd.compile_jobs(jobs, root_p, len(CASES))
-    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
-    return out
-
+    return fd.compile_rendered(Path(root), CASES, [
+        ((name, tuple(sorted(knobs.items()))),
+         partial(fd.rendered, name, extra=tuple(sorted(knobs.items()))), _shape(name, shape))
+        for name, knobs, shape in CASES])
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):

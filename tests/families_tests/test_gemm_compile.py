@@ -22,7 +22,7 @@ DSL is imported here):
 
 import json
 import math
-from functools import cache
+from functools import cache, partial
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -80,21 +80,9 @@ def _case_id(c: dict) -> str:
 @cache
 def _results(root: str) -> list[dict]:
     """Write every candidate file, compile all cases in two children; results in case order."""
-    root_p = Path(root)
-    files: dict[tuple, str] = {}
-    jobs = []
-    for i, c in enumerate(CASES):
-        key = (c["name"], tuple(sorted(c["knobs"].items())))
-        if key not in files:
-            path = root_p / f"gemm_cand_{len(files)}.py"
-            path.write_text(gp.rendered(c["name"], **c["knobs"]))
-            files[key] = str(path)
-        jobs.append({"file": files[key], "init": c["shape"]["init"],
-                     "inputs": c["shape"]["inputs"], "index": i})
-    out = fd.compile_jobs(jobs, root_p, len(CASES))
-    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
-    return out  # type: ignore[return-value]
-
+    return fd.compile_rendered(Path(root), CASES, [
+        ((c["name"], tuple(sorted(c["knobs"].items()))),
+         partial(gp.rendered, c["name"], **c["knobs"]), c["shape"]) for c in CASES])
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):

@@ -15,8 +15,7 @@ time is kept in check by compiling each kernel shape's awkward paths once):
 * every other strategy of a strided reduction, a row map and a pool, main shape.
 """
 
-import json
-from functools import cache
+from functools import cache, partial
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -60,21 +59,9 @@ def _case_id(c: dict) -> str:
 
 @cache
 def _results(root: str) -> list[dict]:
-    root_p = Path(root)
-    files: dict[tuple, str] = {}
-    jobs = []
-    for i, c in enumerate(CASES):
-        key = (c["name"], c["strategy"], c["fused"])
-        if key not in files:
-            path = root_p / f"cand_{len(files)}.py"
-            path.write_text(fd.rendered(c["name"], c["strategy"], c["fused"]))
-            files[key] = str(path)
-        jobs.append({"file": files[key], "init": c["shape"]["init"],
-                     "inputs": c["shape"]["inputs"], "index": i})
-    out = fd.compile_jobs(jobs, root_p, len(CASES))
-    (root_p / "results.json").write_text(json.dumps({"cases": CASES, "results": out}))
-    return out
-
+    return fd.compile_rendered(Path(root), CASES, [
+        (key, partial(fd.rendered, *key), c["shape"]) for c in CASES
+        for key in [(c["name"], c["strategy"], c["fused"])]])
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):
