@@ -48,10 +48,15 @@ Knobs (TUNABLES / TUNABLE_CHOICES; see :func:`gemm_knobs`): ``tile_m`` (64: one 
 warp group, 128: two), ``tile_n``, ``tile_k``, ``cluster_m`` / ``cluster_n`` (TMA multicast
 of B / A tiles inside the cluster), ``stages`` (shared-memory ring depth; 0: as many as
 fit, an explicit value is clamped to that), ``raster`` and ``swizzle`` (tile order), ``epilogue`` ("tma" / "direct"),
-``split_k`` (1: off; 2 / 4: K is cut into that many slices computed as batches of the
-kernel into an fp32 workspace, then a CuTe kernel sums them in a fixed order and applies the
-epilogue: for few output tiles, e.g. skinny M; ignored for bmm and when K does not split
-into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole interleaved blocks),
+``split_k`` (0, the default: chosen per call from the shape, 1 unless the output has tiles
+for fewer than half the SMs, e.g. a skinny M or the one-row hidden shape of a Linear, then
+up to 8 slices so the work about fills the GPU; 1: off; 2 / 4: K is cut into that many
+slices computed as batches of the kernel into an fp32 workspace, then a CuTe kernel sums
+them in a fixed order and applies the epilogue; ignored for bmm, torch.tril / triu and when
+K does not split into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole
+interleaved blocks. Shorter slices also shorten each output's chain of fp32 additions: at
+M = 1 a Linear's reference is cuBLAS's GEMV, whose tree-like sums the 1e-4 comparison
+holds a single-slice 3xTF32 chain against),
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
@@ -101,14 +106,14 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     # fp32 at 4096^3 and 2.28x at 8192^3, against 1.35x / 1.37x with 128, at the same error
     values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": 64 if not fp32 else 32,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
-              "swizzle": 1, "epilogue": "tma", "split_k": 1,
+              "swizzle": 1, "epilogue": "tma", "split_k": 0,
               "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
               "precision": precision}
     choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256] if not fp32 else FP32_TILE_N,
                "tile_k": [32, 64, 128] if not fp32 else [16, 32, 64],
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8], "epilogue": ["tma", "direct"],
-               "split_k": [1, 2, 4], "promote": PROMOTE_CHOICES if fp32 else [0],
+               "split_k": [0, 1, 2, 4], "promote": PROMOTE_CHOICES if fp32 else [0],
                "precision": ["3xtf32", "tf32"] if precision == "tf32" else [precision]}
     modes = plan.param("precision_modes")  # what the task's tolerance admits, when known
     if modes:

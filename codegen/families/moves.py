@@ -2,12 +2,15 @@
 profiler-guided knob changes.
 
 * :func:`family_proposals`: the rendered candidates for a recognised task (the fused
-  default first, then each other strategy in :data:`STRATEGY_ORDER`, then the default with
+  default first, then for long rows the default with the row slice kept in shared memory
+  between its two passes (``smem_row``), then each other strategy in
+  :data:`STRATEGY_ORDER`, then the default with
   ``fast_math`` where a bf16 / fp16 result has transcendentals in its chains, then the
   unfused variant), move kind "family".
 * :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
   ``FAMILY`` literal):
 
+  - kind **"tunable"**: flip ``TUNABLES["smem_row"]`` where the parent has it (long rows);
   - kind **"strategy"**: switch ``TUNABLES["strategy"]`` to each other allowed strategy;
   - kind **"fuse"**: re-render the parent fused (``{"fuse": True}``) when it runs its
     pointwise prologue / epilogue as kernels of their own, or unfused (``{"fuse": False}``)
@@ -140,13 +143,17 @@ def not_covered_message(task: Task) -> str:
     return "" if rec.covered or rec.not_covered is None else rec.not_covered.message
 
 
-def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False) -> Move:
+def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
+          smem_row: bool = False) -> Move:
     how = ("" if fused or not can_split(plan) else ", unfused") + (", fast math" if fast_math
                                                                    else "")
+    how += ", row slice kept in shared memory" if smem_row else ""
     params: dict[str, object] = {"family": plan.family, "op": plan.op, "strategy": strategy,
                                  "fused": fused}
     if fast_math:
         params["fast_math"] = True
+    if smem_row:
+        params["smem_row"] = True
     return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap", params)
 
 
@@ -176,23 +183,29 @@ def family_proposals(task: Task) -> list[Proposal]:
             continue
         values, choices = knobs(plan)
         default = values.get("strategy", "default")  # the pool family has one way only
-        variants = [(default, True, False)] + [(s, True, False) for s in _ordered(
+        # (strategy, fused, fast math, row slice in shared memory)
+        variants = [(default, True, False, False)]
+        if "smem_row" in choices:  # long rows: one read of x instead of two, right after
+            variants.append((default, True, False, True))
+        variants += [(s, True, False, False) for s in _ordered(
             plan.family, choices.get("strategy", [default])) if s != default]
         if "fast_math" in choices:  # transcendentals into a bf16 / fp16 result
-            variants.append((default, True, True))
+            variants.append((default, True, True, False))
         if can_split(plan):
-            variants.append((default, False, False))
-        for strategy, fused, fast in variants:
+            variants.append((default, False, False, False))
+        for strategy, fused, fast, smem_row in variants:
             tunables: dict[str, object] = {"strategy": strategy} if "strategy" in values else {}
             if fast:
                 tunables["fast_math"] = True
+            if smem_row:
+                tunables["smem_row"] = True
             try:
                 code = render(plan, task.source, tunables=tunables, fused=fused)
             except TaskModuleError as e:  # remembered, so not_covered_message says why
                 _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
                     f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
                 return []
-            move = _move(plan, strategy, fused, fast)
+            move = _move(plan, strategy, fused, fast, smem_row)
             out.append(Proposal(CandidateSource(code, f"family:{move.description}"), move))
     return out
 
@@ -278,6 +291,13 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
             yield Proposal(CandidateSource(set_tunable(code, name, new), f"builtin:{desc}"),
                            Move("tunable", desc, "cheap",
                                 {"name": name, "from": t.value, "to": new, "hint": rule.key}))
+    keep = tunables.get("smem_row")
+    if keep is not None:  # long rows: keep the slice in shared memory between passes, or not
+        desc = f"smem_row {keep.value!r}->{not keep.value!r} ({fam.get('op')})"
+        yield Proposal(CandidateSource(set_tunable(code, "smem_row", not keep.value),
+                                       f"builtin:{desc}"),
+                       Move("tunable", desc, "cheap", {"name": "smem_row", "from": keep.value,
+                                                       "to": not keep.value}))
     strat = tunables.get("strategy")
     if strat is not None:
         for s in strat.choices:

@@ -79,12 +79,40 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     values, choices = (dict(d) for d in KNOBS[plan.family])
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
+    if plan.family == "row" and long_row(plan):
+        values["smem_row"], choices["smem_row"] = False, [False, True]
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})
     if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
         values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices
+
+
+#: Row length (elements) from which a row kernel may walk its slice in chunks (two passes):
+#: 512 threads of 32 values in a cluster of 8 hold 131072; with two more operands 65536.
+LONG_ROW_COLS = 65536
+
+
+def row_cols(plan: Plan) -> int | None:
+    """The row length of a row plan's (rows, N) view on the task's main inputs (None when
+    its shape is unknown, or for GroupNorm, whose rows are (sample, group))."""
+    shape = plan.leaf(plan.main).shape
+    k = int(plan.param("k", 1))
+    if plan.family != "row" or plan.op == "group_norm" or not shape or k > len(shape):
+        return None
+    n = 1
+    for d in shape[len(shape) - k:]:
+        n *= int(d)
+    return n
+
+
+def long_row(plan: Plan) -> bool:
+    """Whether a row plan writes rows long enough to be walked in chunks, where keeping the
+    CTA's slice in shared memory (``TUNABLES["smem_row"]``) spares the output pass its second
+    read of x."""
+    n = row_cols(plan)
+    return plan.op in WRITES_ROW and n is not None and n >= LONG_ROW_COLS
 
 
 def _has_late_operands(plan: Plan) -> bool:

@@ -13,6 +13,8 @@ once, so nothing of the DSL is imported here):
 * ``fast_math`` on of every covered task that offers it (bf16 / fp16 results with a
   transcendental in a chain), main shape: an approximate tanh compiles to ``MUFU.TANH``,
   the accurate one never does;
+* the long suite's tasks (issue 17) on each shape, default and with ``smem_row`` (the row
+  slice kept in shared memory between the two passes: half the global loads);
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -55,6 +57,10 @@ def _build_cases() -> list[dict]:
         if fd.offers_fast_math(name):
             add(name, fd.variants(name)[0][0], True, {"fast_math": True}, fd.shapes(name)[0],
                 "fast_math")
+    for name in sorted(fd.BUNDLED_LONG):  # issue 17: the row slice kept in shared memory
+        for shape in fd.shapes(name):
+            for knobs in ({}, {"smem_row": True}):
+                add(name, fd.variants(name)[0][0], True, knobs, shape, "smem_row")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -119,6 +125,45 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
                                                           "layer_norm", "rms_norm")
         if writes_rows:
             assert "STG.E.128" in ops, ops
+
+
+_SMEM_ROW = [i for i, c in enumerate(CASES) if c["group"] == "smem_row" and c["knobs"]]
+
+
+def _twin(index: int) -> int:
+    """The case compiled the same way but without smem_row."""
+    c = CASES[index]
+    return next(i for i, d in enumerate(CASES) if d["group"] == "smem_row" and not d["knobs"]
+                and d["name"] == c["name"] and d["shape"] == c["shape"])
+
+
+@pytest.mark.parametrize("index", _SMEM_ROW, ids=[_case_id(CASES[i]) for i in _SMEM_ROW])
+def test_smem_row_reads_x_once(index, compiled):
+    """With TUNABLES["smem_row"], a chunked row keeps its slice in shared memory: the output
+    pass loads from shared memory (LDS) what the statistics pass stored (STS), so the kernel
+    has half the global loads of the same kernel without it. Where the slice does not fit
+    (16 rows of 4M values) or the row is not chunked, the kernel is unchanged."""
+    res, base = compiled[index], compiled[_twin(index)]
+    assert res["error"] is None and base["error"] is None, res["error"] or base["error"]
+
+    def ops(r):
+        out: dict = {}
+        for comp in r["compiles"]:
+            for k in comp["kernels"].values():
+                for op, n in k["ops"].items():
+                    out[op] = out.get(op, 0) + n
+        return out
+
+    got, was = ops(res), ops(base)
+    ldg = lambda o: sum(n for op, n in o.items() if op.startswith("LDG"))  # noqa: E731
+    sts = sum(n for op, n in got.items() if op.startswith("STS"))
+    c = CASES[index]
+    if _n_cols(c)[0] > 1 << 21:
+        assert got == was  # 4M values a row: a CTA's slice is MiBs, nothing is staged
+    else:
+        assert sts > 0 and ldg(got) < ldg(was), (got, was)
+        if c["name"] != "layernorm_4m_fp32":  # (its output pass also loads weight and bias)
+            assert 2 * ldg(got) == ldg(was), (got, was)
 
 
 def _uses_tanh(name: str) -> bool:

@@ -3,7 +3,8 @@
     pytest -m gpu tests/families_tests/test_families_gpu.py -q -s
 
 Issue 19's cases (reductions over any dims, norms, losses, masks) have ids starting ``r19-``:
-select them with ``-k r19``.
+select them with ``-k r19``; issue 17's long rows (6 GB tasks, ~15 s an evaluation) start
+``long-``: ``-k long-``, or ``-k "not long-"`` to leave them out.
 
 Each case renders a candidate, evaluates it with :class:`LocalEvaluator` (the harness a
 search uses: main shape with three input distributions, every VERIFY_SHAPE — 1 row, 127
@@ -31,27 +32,34 @@ from cutegen.codegen.tasks import load_task_file
 OUT = fd.ROOT / "runs" / "families_gpu"
 pytestmark = pytest.mark.gpu
 
-CASES = [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_COVERED)]
-CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
+#: (task, strategy, fused, extra knob) with the extra knob "" (none), "fast_math" or
+#: "smem_row" set to True.
+CASES = [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_COVERED)]
+CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
 #: TUNABLES["fast_math"] (approximate transcendentals, bf16 / fp16 results only) on every
 #: bundled task that offers it: the approximation must stay inside the task's tolerance.
-CASES += [(name, fd.variants(name)[0][0], True, True) for name in sorted(fd.BUNDLED_COVERED)
-          if fd.offers_fast_math(name)]
+CASES += [(name, fd.variants(name)[0][0], True, "fast_math")
+          for name in sorted(fd.BUNDLED_COVERED) if fd.offers_fast_math(name)]
 #: Issue 19: reductions over any dims and norms: the bundled tasks' default candidates, and
 #: every strategy of the small tasks in reduce_tasks/ (awkward hidden shapes).
-CASES += [(name, fd.variants(name)[0][0], True, False) for name in sorted(fd.BUNDLED_REDUCE)]
-CASES += [(name, s, f, False) for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
+CASES += [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_REDUCE)]
+CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
+#: Issue 17: the long suite's tasks (6 GB rows of 1.5 MiB, 16 rows of 4M values), default and
+#: with the row slice kept in shared memory between the passes (ids start ``long-``).
+CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
+          for extra in ("", "smem_row")]
 
 
 _R19 = set(fd.reduce_task_names())
 
 
 def _id(case) -> str:
-    name, strategy, fused, fast = case
-    return (("r19-" if name in _R19 else "") + f"{name}-{strategy}" + ("" if fused else "-unfused")
-            + ("-fast_math" if fast else ""))
+    name, strategy, fused, extra = case
+    prefix = "r19-" if name in _R19 else "long-" if name in fd.BUNDLED_LONG else ""
+    return (prefix + f"{name}-{strategy}" + ("" if fused else "-unfused")
+            + (f"-{extra}" if extra else ""))
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +77,6 @@ def evaluators():
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_family_candidate_is_correct(case, evaluators):
-    name, strategy, fused, fast = case
-    code = fd.rendered(name, strategy, fused, (("fast_math", True),) if fast else ())
+    name, strategy, fused, extra = case
+    code = fd.rendered(name, strategy, fused, ((extra, True),) if extra else ())
     gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))
