@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BF16_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 14336), (128, 8192, 8192)]
 FP32_SIZES = [4096, 8192]
 SWEEP = [{}, {"tile_n": 128}, {"cluster_m": 2}, {"cluster_n": 2}, {"raster": "n", "swizzle": 4},
-         {"tile_m": 64, "tile_n": 256}, {"tile_m": 64, "tile_n": 128}, {"split_k": 2},
-         {"split_k": 4}]
+         {"tile_m": 64, "tile_n": 256}, {"tile_m": 64, "tile_n": 128}, {"split_k": 1},
+         {"split_k": 2}, {"split_k": 4}]
 FP32_PROMOTE = [0, 1, 2, 3, 4, 6, 8]
 #: the default candidate (promote 4), every other promote value, then tile / cluster settings;
 #: tile_n 256 only without promotion (two fragments of it do not fit in registers)

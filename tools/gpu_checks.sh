@@ -34,6 +34,10 @@
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (42 tasks), 4 evaluations each; resumable     3 x ~9
+#   long-gpu       issue 17: the long suite's rows (default and smem_row) and GEMMs (fp32
+#                  Linear chains, cluster 2x1 at M = 1, the skinny bf16 product)     ~8
+#   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
+#   gemm-skinny    bench_gemm.py bf16 sweep: split-K per call vs off / 2 / 4, cuBLAS  ~5
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
 # resumes them (cutegen bench --resume) and rewrites the table over every task.
@@ -159,6 +163,17 @@ for s in "$@"; do
       step status_conv 30 $py -m cutegen status conv_gn_pool --db "$db" ;;
     bench-conv)
       bench_suite conv 0 ;;
+    long-gpu)  # issue 17: the long suite's row tasks, default and smem_row (6 GB each)
+      step long_gpu 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -p no:cacheprovider -k "long-"
+      mkdir -p "$out/long-gpu" && cp runs/families_gpu/summary*.jsonl "$out/long-gpu/" 2>/dev/null
+      step long_gemm_gpu 400 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
+        -p no:cacheprovider -k "long-" ;;
+    bench-long)
+      bench_suite long 0 ;;
+    gemm-skinny)  # split-K chosen per call against forced off / 2 / 4, next to cuBLAS
+      step gemm_skinny 400 $py tools/bench_gemm.py --parts bf16 --configs sweep \
+        --out "$out/bench_gemm_skinny" ;;
     pool)
       step pool 560 $py tools/pool_throughput.py gpu --task softmax_fp32 --evals 8 \
         --only 0,2 --json "$out/pool.json" ;;

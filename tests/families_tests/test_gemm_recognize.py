@@ -30,6 +30,12 @@ BUNDLED = {
                         {"p_matmul_bias": "col"}),  # 2.0: a constant, inlined
     "bmm_bf16": ({**_MM, **_BF, "batched": True}, "-", "matrix", {}),
     "gemm_at_b_bf16": ({**_MM, **_BF, "a_major": "m"}, "-", "matrix", {}),
+    # issue 17's sizes (the long suite)
+    "gemm_skinny_bf16": ({**_MM, **_BF, "a": "A", "b": "B"}, "-", "matrix", {}),
+    "linear_scale_leakyrelu_fp32": ({**_LIN, **_F32, "b": "p_gemm_weight"},
+                                    "add, mul, leaky_relu", "matrix", {"p_gemm_bias": "col"}),
+    "linear_mish_mish_fp32": ({**_LIN, **_F32, "b": "p_linear_weight"}, "add, mish, mish",
+                              "matrix", {"p_linear_bias": "col"}),
 }
 #: Our small tasks (gemm_tasks/rec_*.py), same layout as BUNDLED.
 EXTRA = {
