@@ -168,7 +168,7 @@ for s in "$@"; do
         -p no:cacheprovider -k "long-"
       mkdir -p "$out/long-gpu" && cp runs/families_gpu/summary*.jsonl "$out/long-gpu/" 2>/dev/null
       step long_gemm_gpu 400 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
-        -p no:cacheprovider -k "long-" ;;
+        -p no:cacheprovider -k "long- or skinny or mish_mish" ;;
     bench-long)
       bench_suite long 0 ;;
     gemm-skinny)  # split-K chosen per call against forced off / 2 / 4, next to cuBLAS

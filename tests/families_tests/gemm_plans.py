@@ -54,6 +54,11 @@ def _build() -> dict:
     p["gemm_fp32"] = (_plan(_in("A", "float32"), _in("B", "float32"), precision="3xtf32",
                             out_dtype="float32", description="A @ B fp32 (3xtf32)"),
                       BUNDLED / "gemm_fp32.py")
+    p["gemm_skinny_bf16"] = (_plan(_in("A", bf), _in("B", bf), description="A @ B bf16, M = 128"),
+                             BUNDLED / "gemm_skinny_bf16.py")
+    p["linear_mish_mish_fp32"] = (_linear("float32", "3xtf32", ("mish", "mish"),
+                                          "mish(mish(x @ W^T + b)) fp32"),
+                                  BUNDLED / "linear_mish_mish_fp32.py")
     p["gemm_bias_relu_bf16"] = (_linear(bf, "bf16", ("relu",), "relu(x @ W^T + b) bf16"),
                                 BUNDLED / "gemm_bias_relu_bf16.py")
     p["gemm_bias_relu_fp32"] = (_linear("float32", "3xtf32", ("relu",),
