@@ -162,7 +162,10 @@ def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
 #: ``auto`` 2.0x on cross-entropy over 32768 bf16 classes (489 vs 953 us, 2026-11-30) and
 #: ``cluster`` was never the best of softmax at 1024 / 4096 / 16384 / 131072 bf16 columns
 #: (0.90x / 2.49x / 1.84x / 1.78x against the best's 1.56x / 3.12x / 1.88x / 1.80x vs eager).
-STRATEGY_ORDER = {"row": ("auto", "registers", "looped", "cluster")}
+#: ``split`` (long rows only) right after ``auto``: issue 17's few very long rows (16 rows of
+#: 4M values) fill 128 CTAs of 256 threads with a cluster of 8 but 272 with a split (not yet
+#: measured on a GPU).
+STRATEGY_ORDER = {"row": ("auto", "split", "registers", "looped", "cluster")}
 
 
 def _ordered(family: str, strategies: Sequence[str]) -> list[str]:

@@ -81,6 +81,7 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         del values["preload"], choices["preload"]  # nothing to load early or late
     if plan.family == "row" and long_row(plan):
         values["smem_row"], choices["smem_row"] = False, [False, True]
+        choices["strategy"] = [*choices["strategy"], "split"]
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})
@@ -110,7 +111,8 @@ def row_cols(plan: Plan) -> int | None:
 def long_row(plan: Plan) -> bool:
     """Whether a row plan writes rows long enough to be walked in chunks, where keeping the
     CTA's slice in shared memory (``TUNABLES["smem_row"]``) spares the output pass its second
-    read of x."""
+    read of x, and where the ``split`` strategy (each row over independent CTAs, two
+    launches) can fill the GPU with few rows."""
     n = row_cols(plan)
     return plan.op in WRITES_ROW and n is not None and n >= LONG_ROW_COLS
 

@@ -13,8 +13,9 @@ once, so nothing of the DSL is imported here):
 * ``fast_math`` on of every covered task that offers it (bf16 / fp16 results with a
   transcendental in a chain), main shape: an approximate tanh compiles to ``MUFU.TANH``,
   the accurate one never does;
-* the long suite's tasks (issue 17) on each shape, default and with ``smem_row`` (the row
-  slice kept in shared memory between the two passes: half the global loads);
+* the long suite's tasks (issue 17) on each shape, default, with ``smem_row`` (the row
+  slice kept in shared memory between the two passes: half the global loads) and with the
+  ``split`` strategy (two launches);
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -57,10 +58,11 @@ def _build_cases() -> list[dict]:
         if fd.offers_fast_math(name):
             add(name, fd.variants(name)[0][0], True, {"fast_math": True}, fd.shapes(name)[0],
                 "fast_math")
-    for name in sorted(fd.BUNDLED_LONG):  # issue 17: the row slice kept in shared memory
-        for shape in fd.shapes(name):
+    for name in sorted(fd.BUNDLED_LONG):  # issue 17: the row slice kept in shared memory,
+        for shape in fd.shapes(name):  # and each row split over independent CTAs
             for knobs in ({}, {"smem_row": True}):
                 add(name, fd.variants(name)[0][0], True, knobs, shape, "smem_row")
+            add(name, "split", True, {}, shape, "split")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -128,6 +130,7 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
 
 
 _SMEM_ROW = [i for i, c in enumerate(CASES) if c["group"] == "smem_row" and c["knobs"]]
+_SPLIT = [i for i, c in enumerate(CASES) if c["group"] == "split"]
 
 
 def _twin(index: int) -> int:
@@ -164,6 +167,21 @@ def test_smem_row_reads_x_once(index, compiled):
         assert sts > 0 and ldg(got) < ldg(was), (got, was)
         if c["name"] != "layernorm_4m_fp32":  # (its output pass also loads weight and bias)
             assert 2 * ldg(got) == ldg(was), (got, was)
+
+
+@pytest.mark.parametrize("index", _SPLIT, ids=[_case_id(CASES[i]) for i in _SPLIT])
+def test_split_rows_run_two_launches(index, compiled):
+    """The split strategy compiles two kernels of the op (the statistics launch, the output
+    launch, which takes the workspace as one more pointer), each without local memory; the
+    output launch alone writes rows (its 128-bit stores where the row length allows)."""
+    res = compiled[index]
+    assert res["error"] is None, res["error"]
+    kernels = {name: k for comp in res["compiles"] for name, k in comp["kernels"].items()}
+    assert len(kernels) == 2, list(kernels)
+    stats, out = sorted(kernels.items(), key=lambda kv: len(kv[0]))
+    n, esize = _n_cols(CASES[index])
+    if (n * esize) % 16 == 0:
+        assert "STG.E.128" in out[1]["ops"] and "STG.E.128" not in stats[1]["ops"], kernels
 
 
 def _uses_tanh(name: str) -> bool:

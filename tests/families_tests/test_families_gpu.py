@@ -46,10 +46,12 @@ CASES += [(name, fd.variants(name)[0][0], True, "fast_math")
 CASES += [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_REDUCE)]
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
-#: Issue 17: the long suite's tasks (6 GB rows of 1.5 MiB, 16 rows of 4M values), default and
-#: with the row slice kept in shared memory between the passes (ids start ``long-``).
+#: Issue 17: the long suite's tasks (6 GB rows of 1.5 MiB, 16 rows of 4M values), default,
+#: with the row slice kept in shared memory between the passes, and split over independent
+#: CTAs in two launches (ids start ``long-``).
 CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
-          for extra in ("", "smem_row")]
+          for extra in ("", "smem_row")] + [(name, "split", True, "")
+                                           for name in sorted(fd.BUNDLED_LONG)]
 
 
 _R19 = set(fd.reduce_task_names())

@@ -1,9 +1,10 @@
 """Long rows (issue 17): a row op that writes rows and walks its CTA slice in chunks may keep
 the slice in shared memory between the statistics pass and the output pass
-(``TUNABLES["smem_row"]``), so x is read from global memory once instead of twice. The knob
-exists only where it can matter, the root offers it right after the default, and a parent
-that has it gets the flip as a move. (That it compiles to one LDG per value with STS / LDS
-beside it is checked in test_compile.py; GPU correctness in test_families_gpu.py.)"""
+(``TUNABLES["smem_row"]``), so x is read from global memory once instead of twice; and few
+long rows may be split over independent CTAs (strategy ``split``, two launches). Both exist
+only where they can matter, the root offers them right after the default, and a parent that
+has the knob gets the flip as a move. (What they compile to is checked in test_compile.py;
+GPU correctness in test_families_gpu.py.)"""
 
 import random
 from dataclasses import replace
@@ -27,12 +28,13 @@ def test_the_knob_exists_for_long_rows_that_are_written():
     assert row_cols(plan) == 393216 and long_row(plan)
     values, choices = knobs(plan)
     assert values["smem_row"] is False and choices["smem_row"] == [False, True]
+    assert values["strategy"] == "auto" and choices["strategy"][-1] == "split"
 
 
 def test_no_knob_for_short_rows_or_one_value_per_row():
     _, short = _plan("softmax_bf16")
     assert row_cols(short) is not None and row_cols(short) < LONG_ROW_COLS
-    assert "smem_row" not in knobs(short)[0]
+    assert "smem_row" not in knobs(short)[0] and "split" not in knobs(short)[1]["strategy"]
     _, long = _plan("softmax_393k_fp32")
     reduction = replace(long, op="sum", out_shape="rows")  # one value per row: one pass
     assert not long_row(reduction) and "smem_row" not in knobs(reduction)[0]
@@ -47,6 +49,7 @@ def test_root_offers_it_second_and_the_parent_gets_the_flip():
     assert props[1].move.params == {"family": "row", "op": "softmax", "strategy": "auto",
                                     "fused": True, "smem_row": True}
     assert "shared memory" in props[1].move.description
+    assert props[2].move.params["strategy"] == "split"  # then the split, before the rest
     assert parse_tunables(props[1].candidate.code)["smem_row"].value is True
     assert parse_tunables(props[0].candidate.code)["smem_row"].value is False
     flips = [p for p in family_moves(RewriteContext(task=task, parent=props[0].candidate))
