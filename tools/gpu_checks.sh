@@ -5,6 +5,10 @@
 #
 #     bash tools/gpu_checks.sh OUTDIR STEP [STEP ...]
 #
+# The tree does not fit beside .dsl as it is: here, `bash tools/device_slim.sh pack
+# tests/families_tests`, carry [".dsl", ".device_tree.tgz"], and start the device command with
+# `tar xzf .device_tree.tgz && source .dsl/activate.sh && ...`; `restore` afterwards.
+#
 # Steps (approximate H200 minutes):
 #   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~2
 #   gemm-search    built-in searches on three GEMM+epilogue tasks, 8 evaluations each   ~7
