@@ -41,7 +41,9 @@ def test_f1_retry_after_3_waits_about_3_seconds_then_succeeds(server, make_clien
     result = ask(client)
     elapsed = time.monotonic() - t0
     assert result.ok
-    assert 2.9 <= elapsed < 5.0, elapsed
+    # a real wait of the server's 3 s; the bound above is loose because two busy cores
+    # stretched it to 6.3 s (the exact delay is the next test's, with a recorded sleep)
+    assert 2.9 <= elapsed < 15.0, elapsed
     assert [c.outcome for c in rec.calls] == ["rate_limited", "ok"]
     assert len(server.requests) == 2
 
