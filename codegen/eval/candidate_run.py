@@ -23,6 +23,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,13 +39,28 @@ if TYPE_CHECKING:
     from cutegen.codegen.eval.observer import ObserverChannel
 
 
-class AuditReader:
-    """Reads the sandbox's denial lines; notes whether the pipe closed before the end."""
+#: How long after the audit pipe ends the worker may take to exit for the end to count as
+#: its exit closing the pipe (the worker calls ``os._exit`` right after its last message).
+EXIT_GRACE_S = 2.0
 
-    def __init__(self, fd: int) -> None:
+
+class AuditReader:
+    """Reads the sandbox's denial lines; notes whether the pipe was closed before the worker
+    process ended (the candidate closing it) or by the process's exit.
+
+    Which of the two happened is decided from the process, never from the order in which two
+    reader threads saw two pipes end: on a loaded host the result pipe's reader can stamp the
+    worker's last message after the audit reader stamped the end it caused (found on the
+    H200 with four evaluations side by side: an honest reduction called ``suspicious``)."""
+
+    def __init__(self, fd: int, exited: Callable[[], bool] | None = None) -> None:
         self.lines: list[str] = []
         self.closed_at: int | None = None
+        #: True when the process had ended within :data:`EXIT_GRACE_S` of the pipe's end.
+        self.closed_by_exit = False
+        self._exited = exited
         self._fd = fd
+        self._done = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -67,6 +83,25 @@ class AuditReader:
                 os.close(self._fd)
             except OSError:
                 pass
+            self.closed_by_exit = self._exited is not None and _within(self._exited, EXIT_GRACE_S)
+            self._done.set()
+
+    def closed_early(self, timeout: float = EXIT_GRACE_S + 1.0) -> bool:
+        """Did the pipe end while the worker process lived on (the candidate closed it)?
+        False while the pipe is still open (the caller ends the process first)."""
+        self._done.wait(timeout)
+        return self.closed_at is not None and not self.closed_by_exit
+
+
+def _within(exited: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``exited`` until it is true or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if exited():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 @dataclass
@@ -334,7 +369,5 @@ class CandidateRun:
             f.activity = self.activity()
         if self.w.audit is not None:
             f.audit = list(self.w.audit.lines)
-            closed = self.w.audit.closed_at
-            f.audit_closed_early = (closed is not None and self.t_bye is not None
-                                    and closed < self.t_bye)
+            f.audit_closed_early = self.t_bye is not None and self.w.audit.closed_early()
         return f

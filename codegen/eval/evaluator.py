@@ -244,7 +244,8 @@ class LocalEvaluator:
             os.close(audit_w)
         if observer is not None:
             observer.after_spawn()
-        return CandidateWorker(proc, wdir, observer, AuditReader(audit_r))
+        return CandidateWorker(proc, wdir, observer,
+                               AuditReader(audit_r, lambda: not proc.alive()))
 
     def _take_worker(self) -> CandidateWorker:
         w = None

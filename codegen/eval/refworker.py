@@ -140,6 +140,7 @@ class Reference:
                     raise
                 skipped.append(label)
                 continue
+            sh["overrides"] = dict(ov)  # the candidate's module gets them while ModelNew is built
             self.shapes.append(sh)
         dists = list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
         # float scalars of forward vary between calls unless the task says they may not

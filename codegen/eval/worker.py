@@ -21,12 +21,14 @@ seed, or which call is timed or compared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import resource
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +108,8 @@ class _GpuJob:
         for idx, sh in enumerate(self.shapes):
             self.rep.set_phase("init", shape=sh["label"])
             torch.manual_seed(int(sh["seed_init"]))
-            m = mod.ModelNew(*sh["init_args"]).to("cuda")
+            with _size_globals(mod, sh.get("overrides") or {}):
+                m = mod.ModelNew(*sh["init_args"]).to("cuda")
             state = self.states.pop(idx)
             have = {k: tuple(v.shape) for k, v in m.state_dict().items()}
             want = {k: tuple(v.shape) for k, v in state.items()}
@@ -173,6 +176,23 @@ class _GpuJob:
         except Exception as e:  # noqa: BLE001 - e.g. a view of a mapped input
             return {"error": f"output cannot be handed over ({e}); does it alias an input?",
                     "verdict": "aliased_output"}
+
+
+@contextlib.contextmanager
+def _size_globals(mod: Any, overrides: dict[str, Any]) -> Iterator[None]:
+    """The hidden shape's size globals in the candidate's module while ``ModelNew`` is built,
+    as the reference worker sets them in the task's module while ``Model`` is built: a
+    parameter sized by a module global (``nn.Parameter(torch.randn(cols))``) then has the
+    reference's shape (found on the H200: every candidate of such a task was ``wrong``).
+    Only names the candidate's module defines are set; the main values come back after."""
+    saved = {k: getattr(mod, k) for k in overrides if hasattr(mod, k)}
+    for k in saved:
+        setattr(mod, k, overrides[k])
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
 
 
 def _compile_only(rep: _Reporter, job: dict[str, Any], mod: Any, rec: Any) -> None:

@@ -59,7 +59,8 @@ class Node:
 @dataclass(frozen=True, slots=True)
 class Captured:
     """A captured forward: nodes, the returned node, and facts about the model (its number
-    attributes; the task's ``TOLERANCE`` override, ``{}`` when it has none)."""
+    attributes; the task's ``TOLERANCE`` override, ``{}`` when it has none; the task's
+    ``INPUT_DISTRIBUTIONS``, ``()`` when it names none, i.e. every distribution is verified)."""
 
     nodes: tuple[Node, ...]
     output: int
@@ -67,6 +68,7 @@ class Captured:
     scalar_attrs: dict[str, float] = field(default_factory=dict)
     error: str = ""
     tolerance: dict[str, float] = field(default_factory=dict)
+    distributions: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -76,7 +78,8 @@ class Captured:
         d = json.loads(text)
         nodes = tuple(Node(**{**n, "shape": tuple(n["shape"])}) for n in d["nodes"])
         return Captured(nodes, d["output"], tuple(d["forward_args"]), d["scalar_attrs"],
-                        d.get("error", ""), d.get("tolerance", {}))
+                        d.get("error", ""), d.get("tolerance", {}),
+                        tuple(d.get("distributions", ())))
 
 
 def _dtype_name(dt: Any) -> str:
@@ -132,6 +135,8 @@ def capture_in_process(path: str | Path) -> Captured:
     tol = getattr(module, "TOLERANCE", None)
     tolerance = {k: float(v) for k, v in tol.items() if k in ("atol", "rtol")
                  and isinstance(v, (int, float))} if isinstance(tol, dict) else {}
+    dists = getattr(module, "INPUT_DISTRIBUTIONS", None)
+    distributions = tuple(str(d) for d in dists) if isinstance(dists, (list, tuple)) else ()
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as e:  # noqa: BLE001 - data-dependent control flow and the like
@@ -181,7 +186,8 @@ def capture_in_process(path: str | Path) -> Captured:
         else:
             op, target, tensors, consts = canonical_call(n, gm, values, ids)
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
-    return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance)
+    return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance,
+                    distributions)
 
 
 def capture_task(path: str | Path, *, timeout_s: float = 180.0) -> Captured:

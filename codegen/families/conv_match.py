@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.conv_tails import is_tail, op_name, per_dim, tail_stage
-from cutegen.codegen.families.gemm_match import precision_modes
+from cutegen.codegen.families.gemm_match import default_precision, precision_modes
 from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
 from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS, POINTWISE_OPS, RESHAPE_OPS
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
@@ -306,7 +306,8 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
     modes = precision_modes(x_dtype, m.cap.tolerance)
     params["reshapes"] = tuple(reshapes)
     params.update({"x": x_leaf, "weight": w_leaf, "module": module, "conv_shape": frame,
-                   "precision_default": modes[-1], "precision_modes": modes})
+                   "precision_default": default_precision(modes, m.cap.distributions),
+                   "precision_modes": modes})
     kind = "transposed " if params["transposed"] else ""
     spatial = "x".join(map(str, x.shape[2:]))
     kern = "x".join(map(str, params["kernel"]))  # type: ignore[arg-type]
@@ -314,7 +315,7 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
             f"-> {frame[1]} channels, kernel {kern}, stride {params['stride']}, padding "
             f"{params['padding']}, dilation {params['dilation']}, groups {params['groups']}, "
             f"{x_dtype}, " + ("direct (fp32 sums)" if params["algo"] == "direct"
-                              else f"precision {modes[-1]}"))
+                              else f"precision {params['precision_default']}"))
     if not epilogue.empty:
         desc += f"; epilogue: {epilogue.describe()}"
     for st in stages:

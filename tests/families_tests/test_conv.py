@@ -84,7 +84,10 @@ EXTRA = {
     "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
                                         {"stride": (2, 2), "dilation": (2, 2)}),
     "rec_transposed_functional_fp32": ("conv_transpose", _IG, "add", {"s": "scalar", "w": "full"},
-                                       {"precision_default": "tf32", "module": "",
+                                       # 3xTF32 leads: plain TF32 failed this task's "large"
+                                       # trial on the H200 (max error 1.2e4 on 2e7 outputs)
+                                       {"precision_default": "3xtf32",
+                                        "precision_modes": ("3xtf32", "tf32"), "module": "",
                                         "output_padding": (1, 1, 1)}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).

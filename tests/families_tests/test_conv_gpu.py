@@ -59,7 +59,7 @@ def evaluators():
 
     def make(name: str):
         task = load_task_file(fd.task_path(name), name=name)
-        return LocalEvaluator(task, EvalOptions(bench_runs=20, baselines=False),
+        return LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False),
                               run_dir=OUT / "run")
 
     yield from gc.evaluator_pool(OUT, make)

@@ -136,8 +136,8 @@ def test_compiles_on_tensor_cores_without_spills(index, tmp_path_factory):
 def test_gemm19_candidate_is_correct(name):
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
     from cutegen.codegen.evaluation import Verdict
-    from cutegen.codegen.evaluator import LocalEvaluator
     from cutegen.codegen.tasks import load_task_file
 
     out = fd.ROOT / "runs" / "families_gpu"

@@ -50,7 +50,7 @@ EXTRA = {
                              {"residual": "full"}),
     "rec_linear_sum_keepdim_bf16": ({**_LIN, **_BF, "reduce": "sum", "reduce_keepdim": True},
                                     "add", "rows", {"p_linear_bias": "col"}),
-    "rec_linear_logsumexp_fp32": ({**_LIN, "reduce": "logsumexp", "precision_default": "tf32",
+    "rec_linear_logsumexp_fp32": ({**_LIN, "reduce": "logsumexp", "precision_default": "3xtf32",
                                    "precision_modes": ("3xtf32", "tf32")}, "add, relu", "rows",
                                   {}),
     "rec_matmul_max_values_bf16": ({**_MM, **_BF, "reduce": "amax"}, "-", "rows", {}),
@@ -161,6 +161,40 @@ def test_precision_modes():
     assert precision_modes("float32", {"atol": 1e-2, "rtol": 1e-2}) == ("3xtf32", "tf32")
     assert precision_modes("float32", {"atol": 1e-2}) == ("3xtf32",)  # rtol stays 1e-4
     assert precision_modes("float32", {"atol": TF32_MIN_TOL, "rtol": TF32_MIN_TOL})[-1] == "tf32"
+
+
+def test_plain_tf32_leads_only_where_no_scaled_inputs_are_verified():
+    from cutegen.codegen.families.gemm_match import default_precision
+
+    both = ("3xtf32", "tf32")
+    assert default_precision(both) == "3xtf32"  # a task naming no distributions: all of them
+    assert default_precision(both, ("randn", "large")) == "3xtf32"
+    assert default_precision(both, ("randn", "uniform", "small")) == "tf32"
+    assert default_precision(("3xtf32",), ("randn",)) == "3xtf32"
+    assert default_precision(("bf16",)) == "bf16"
+
+
+def test_the_task_input_distributions_choose_the_fp32_default(tmp_path):
+    from cutegen.codegen.families.capture import Captured, capture_in_process
+    from cutegen.codegen.families.recognize import recognize
+
+    body = ("import torch\nimport torch.nn as nn\n\nTOLERANCE = {'atol': 1e-2, 'rtol': 1e-2}\n"
+            "{dists}class Model(nn.Module):\n    def forward(self, a, b):\n"
+            "        return torch.relu(a @ b)\n\ndef get_inputs():\n"
+            "    return [torch.randn(256, 512), torch.randn(512, 256)]\n\n"
+            "def get_init_inputs():\n    return []\n")
+    loose = tmp_path / "loose.py"
+    loose.write_text(body.replace("{dists}", ""))
+    narrow = tmp_path / "narrow.py"
+    narrow.write_text(body.replace("{dists}", "INPUT_DISTRIBUTIONS = ['randn', 'uniform']\n"))
+    assert capture_in_process(loose).distributions == ()
+    cap = capture_in_process(narrow)
+    assert cap.distributions == ("randn", "uniform")
+    assert Captured.from_json(cap.to_json()) == cap
+    plans = {p: recognize(capture_in_process(p)).plans[0] for p in (loose, narrow)}
+    assert plans[loose].param("precision_modes") == ("3xtf32", "tf32")
+    assert plans[loose].param("precision_default") == "3xtf32"
+    assert plans[narrow].param("precision_default") == "tf32"
 
 
 def test_the_tolerance_is_captured_in_a_child_process_too():
