@@ -7,7 +7,8 @@ Public API:
 * delayed two-stage profiling: :func:`classify` (stage 1, pure), :func:`should_profile`,
   :func:`run_stage2`, :func:`guidance` and :func:`hints`;
 * :func:`run_tool` / :func:`find_tool` / :func:`gpu_visible`: the one subprocess helper
-  (timeouts kill the process group) and tool lookup;
+  (timeouts kill the process group) and tool lookup; :func:`run_counters_tool` for tools
+  that read the GPU's counters (one such session on the host at a time);
 * :mod:`cutegen.profilers.protocol`: what ``launch_argv`` understands;
 * built-ins, each registered through the ``cutegen`` entry-point group:
   :mod:`~cutegen.profilers.sass`, :mod:`~cutegen.profilers.ncu`,
@@ -28,6 +29,7 @@ from cutegen.profilers._base import (
     artifact_lists,
     artifact_paths,
 )
+from cutegen.profilers._counters import run_counters_tool
 from cutegen.profilers._run import ToolRun, find_tool, gpu_visible, run_tool
 from cutegen.profilers._stage import (
     PROFILE_MODES,
@@ -58,6 +60,7 @@ __all__ = [
     "gpu_visible",
     "guidance",
     "hints",
+    "run_counters_tool",
     "run_stage2",
     "run_tool",
     "should_profile",

@@ -27,6 +27,7 @@ from cutegen.profilers._base import (
     ProfileTarget,
     Status,
 )
+from cutegen.profilers._counters import run_counters_tool
 from cutegen.profilers._ncu_metrics import (
     ALL_METRICS,
     STALL_ADVICE,
@@ -287,8 +288,8 @@ class NcuProfiler:
                 "--launch-count", str(self.launch_count),
                 "--metrics", ",".join(metrics), "--export", str(base), "--force-overwrite",
                 *target.launch_argv]
-        return run_tool(argv, timeout_s=max(deadline - time.monotonic(), 1.0),
-                        env=target.child_env(), cwd=target.workdir)
+        return run_counters_tool(argv, timeout_s=max(deadline - time.monotonic(), 1.0),
+                                 env=target.child_env(), cwd=target.workdir)
 
 
 def rejected_metrics(run: ToolRun, metrics: Sequence[str]) -> set[str]:

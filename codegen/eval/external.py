@@ -48,7 +48,7 @@ def per_call_us(durations_ns: list[tuple[str, float]], calls: int) -> list[float
 
 def external_kernel_time(ev: LocalEvaluator, cand: CandidateSource, *,
                          timeout_s: float = 300.0) -> ExternalTime:
-    from cutegen.profilers import find_tool, run_tool
+    from cutegen.profilers import find_tool, run_counters_tool, run_tool
     from cutegen.profilers.ncu import NCU_CANDIDATES, parse_ncu_csv
     from cutegen.profilers.protocol import ENV_REPEAT, ENV_WARMUP
 
@@ -65,10 +65,12 @@ def external_kernel_time(ev: LocalEvaluator, cand: CandidateSource, *,
     rep = base / "report" / "ext"
     env = target.child_env(**{ENV_WARMUP: "2", ENV_REPEAT: str(CALLS),
                               "CUTEGEN_LAUNCH_DENY": str(base / "report")}) or {}
-    run = run_tool([binary, "--clock-control", "none", "--cache-control", "all",
-                    "--profile-from-start", "off", "--target-processes", "all",
-                    "--metrics", METRIC, "--export", str(rep), "--force-overwrite",
-                    *target.launch_argv], timeout_s=timeout_s, env=env, cwd=base / "launch")
+    # under the host-wide counters lock: another evaluation's ncu would make this one fail
+    run = run_counters_tool([binary, "--clock-control", "none", "--cache-control", "all",
+                             "--profile-from-start", "off", "--target-processes", "all",
+                             "--metrics", METRIC, "--export", str(rep), "--force-overwrite",
+                             *target.launch_argv], timeout_s=timeout_s, env=env,
+                            cwd=base / "launch")
     if not run.ok or not rep.with_suffix(".ncu-rep").is_file():
         return ExternalTime("ncu", error=f"ncu failed: {run.describe()}")
     imp = run_tool([binary, "--import", str(rep.with_suffix(".ncu-rep")), "--csv", "--page",

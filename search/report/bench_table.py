@@ -199,9 +199,10 @@ def render_markdown(r: BenchReport) -> str:
         + (" (compile-only: nothing verified or timed)" if r.compile_only else ""),
         "- **Protocol**: every candidate in its own process; verified on at least 3 fresh "
         "random inputs of the main shape and on hidden shapes against a float64 reference "
-        "(bf16 1e-2, fp32 1e-4); timed with CUDA events, L2 flushed before each of 50 calls, "
-        "median; eager and torch.compile (mode default) timed the same way in a trusted "
-        "worker. A new best must beat the old one on re-timing (Mann-Whitney p < 0.05, ≥ 1%). "
+        "(bf16 1e-2, fp32 1e-4); each time is the span of one call's GPU work in the native "
+        "CUPTI observer's records, L2 flushed and inputs refreshed before each of 50 calls, "
+        "median; eager and torch.compile (mode default) timed the same way in the trusted "
+        "reference worker. A new best must beat the old one on re-timing (Mann-Whitney p < 0.05, ≥ 1%). "
         "Intervals: bootstrap 95% of the ratio of medians.", "",
         "## Results", "", task_table(r.tasks), "",
         "Times are medians; roofline columns are fractions of the bound with the ceilings "
