@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -139,3 +140,23 @@ def test_every_tool_script_starts():
     sh = subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu_checks.sh")],
                         capture_output=True, text=True)
     assert sh.returncode == 0, sh.stderr
+
+
+def test_gpu_checks_can_pack_its_output(tmp_path):
+    """The device tool brings back at most 8 files (on 2026-12-02 the family summaries of a
+    run were lost): GPU_CHECKS_PACK=1 leaves steps.log and one archive of everything."""
+    import tarfile
+
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    for i in range(10):
+        (out / "sub" / f"summary-{i}.jsonl").write_text("{}\n")
+    run = subprocess.run(["bash", str(ROOT / "tools" / "gpu_checks.sh"), str(out), "no-such-step"],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "GPU_CHECKS_PACK": "1"})
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["checks.tgz", "steps.log"]
+    with tarfile.open(out / "checks.tgz") as tar:
+        names = tar.getnames()
+    assert "./sub/summary-9.jsonl" in names and "./steps.log" in names
+    assert "unknown step: no-such-step" in (out / "steps.log").read_text()

@@ -42,6 +42,8 @@
 #                  Linear chains, cluster 2x1 at M = 1, the skinny bf16 product)     ~8
 #   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
 #   gemm-skinny    bench_gemm.py bf16 sweep: split-K per call vs off / 2 / 4, cuBLAS  ~5
+# GPU_CHECKS_PACK=1 leaves OUTDIR holding steps.log and checks.tgz (every log, table and
+# summary of the run) alone: the device tool brings back at most 8 files.
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
 # resumes them (cutegen bench --resume) and rewrites the table over every task.
@@ -186,3 +188,8 @@ for s in "$@"; do
   esac
 done
 cp "$db" "$out/" 2>/dev/null || true
+if [ "${GPU_CHECKS_PACK:-0}" = 1 ]; then  # one archive instead of many files
+  tar czf "/tmp/gpu-checks-$$.tgz" -C "$out" --exclude=checks.tgz . \
+    && find "$out" -mindepth 1 ! -name steps.log -delete \
+    && mv "/tmp/gpu-checks-$$.tgz" "$out/checks.tgz"
+fi
