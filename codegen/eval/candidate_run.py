@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 
 
 #: How long after the audit pipe ends the worker may take to exit for the end to count as
-#: its exit closing the pipe (the worker calls ``os._exit`` right after its last message).
-EXIT_GRACE_S = 2.0
+#: its exit closing the pipe (the worker calls ``os._exit`` right after its last message, but
+#: the kernel closes a process's files one by one and the GPU driver's own files, closed in
+#: the same pass, tear the CUDA context down, which can take a while for a large one).
+EXIT_GRACE_S = 5.0
 
 
 class AuditReader:
