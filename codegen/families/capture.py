@@ -179,6 +179,10 @@ def capture_in_process(path: str | Path) -> Captured:
                     and val.numel() == 1 and val.device.type != "meta":
                 plain = float(val.item())  # torch.tensor(self.c) in forward: fx's constant
             nodes.append(Node(i, "param", str(n.target), shape=shape, dtype=dtype, value=plain))
+        elif _number_tensor(n) is not None:
+            # torch.tensor(0.5, device=x.device) in forward: a number, as fx's own constants
+            nodes.append(Node(i, "param", f"_tensor_constant_call{i}", shape=shape, dtype=dtype,
+                              value=_number_tensor(n)))
         elif n.op == "output":
             arg = n.args[0]
             output = ids[arg] if isinstance(arg, torch.fx.Node) else -1
@@ -188,6 +192,25 @@ def capture_in_process(path: str | Path) -> Captured:
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
     return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance,
                     distributions)
+
+
+def _number_tensor(n: Any) -> float | None:
+    """The number of a ``torch.tensor(number[, device=..., dtype=...])`` call node, else None.
+    (``device=x.device`` and a float dtype only place or widen the number; an integer or bool
+    dtype would change it and is left to the families to refuse.)"""
+    import torch
+
+    if n.op != "call_function" or n.target is not torch.tensor or len(n.args) != 1:
+        return None
+    v = n.args[0]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if not set(n.kwargs) <= {"device", "dtype", "requires_grad"}:
+        return None
+    dt = n.kwargs.get("dtype")
+    if dt is not None and not (isinstance(dt, torch.dtype) and dt.is_floating_point):
+        return None
+    return float(v)
 
 
 def capture_task(path: str | Path, *, timeout_s: float = 180.0) -> Captured:

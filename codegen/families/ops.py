@@ -375,6 +375,10 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         if name in _CAST_DTYPE:
             bound["dtype"] = getattr(torch, _CAST_DTYPE[name])
         target = f"Tensor.{name}"
+    elif n.target is getattr and len(args) == 2 and args[1] in ("values", "indices"):
+        # torch.max(x, dim).values / .indices (torch.return_types): fields 0 and 1
+        op, target, bound = "getitem", f"Tensor.{args[1]}", {"input": args[0]}
+        consts["index"] = 0 if args[1] == "values" else 1
     elif n.target is getattr and len(args) == 2 and args[1] in ("T", "mT"):
         bound = {"input": args[0]}  # x.T (all dims reversed) / x.mT (the last two swapped)
         op, target = "transpose", f"Tensor.{args[1]}"
