@@ -336,7 +336,9 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
 def _reshape_step(n: Node, src: Node) -> tuple[str, tuple] | None:
     """A trailing ``squeeze`` / ``unsqueeze`` / ``flatten`` as (op, args), read from the
     captured shapes (the capture records such views as ``view`` nodes without their
-    arguments); None for any other node."""
+    arguments); None for any other node. A ``view`` / ``reshape`` (``x.view(x.size(0), -1)``,
+    KernelBench's usual flatten) is read as whichever of the three gives its shape, so that
+    it follows the batch at every verified shape."""
     if n.op in RESHAPE_OPS:  # a capture that kept the op and its arguments
         return (n.op, tuple((k, n.consts.get(k)) for k in (
             ("dim",) if n.op != "flatten" else ("start_dim", "end_dim"))))
@@ -344,18 +346,19 @@ def _reshape_step(n: Node, src: Node) -> tuple[str, tuple] | None:
         return None
     kind = (n.target or "").rsplit(".", 1)[-1]
     a, b = tuple(src.shape), tuple(n.shape)
-    if kind == "flatten" and 1 <= len(b) <= len(a):
+    general = kind in ("view", "reshape")
+    if (kind == "flatten" or general) and 1 <= len(b) <= len(a):
         s = len(b) - 1
         rest = 1
         for v in a[s:]:
             rest *= v
         if b == a[:s] + (rest,):
             return ("flatten", (("start_dim", s), ("end_dim", -1)))
-    if kind == "squeeze" and len(b) == len(a) - 1:
+    if (kind == "squeeze" or general) and len(b) == len(a) - 1:
         for d in range(len(a) - 1, -1, -1):
             if a[d] == 1 and a[:d] + a[d + 1:] == b:
                 return ("squeeze", (("dim", d - len(a)),))
-    if kind == "unsqueeze" and len(b) == len(a) + 1:
+    if (kind == "unsqueeze" or general) and len(b) == len(a) + 1:
         for d in range(len(b) - 1, -1, -1):
             if b[d] == 1 and b[:d] + b[d + 1:] == a:
                 return ("unsqueeze", (("dim", d - len(b)),))

@@ -82,6 +82,8 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "mul": ("input", "other"), "div": ("input", "other", "rounding_mode"),
     "pow": ("input", "exponent"), "maximum": ("input", "other"), "minimum": ("input", "other"),
     "clamp": ("input", "min", "max"), "gelu": ("input", "approximate"),
+    "clamp_min": ("input", "min"), "clamp_max": ("input", "max"),
+    "dropout": ("input", "p", "training", "inplace"),
     "leaky_relu": ("input", "negative_slope", "inplace"), "elu": ("input", "alpha", "inplace"),
     "softplus": ("input", "beta", "threshold"), "hardtanh": ("input", "min_val", "max_val"),
     "cast": ("input", "dtype"), "identity": ("input",), "view": ("input", "shape"),
@@ -157,7 +159,7 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.hardsigmoid: ("hardsigmoid", True), F.leaky_relu: ("leaky_relu", True),
         F.elu: ("elu", True), F.softplus: ("softplus", True), F.hardtanh: ("hardtanh", True),
         F.gelu: ("gelu", True), F.relu: ("relu", True), F.sigmoid: ("sigmoid", True),
-        F.tanh: ("tanh", True), F.linear: ("linear", True),
+        F.tanh: ("tanh", True), F.linear: ("linear", True), F.dropout: ("dropout", True),
         operator.matmul: ("matmul", False), torch.t: ("transpose", False),
         operator.gt: ("gt", False), operator.lt: ("lt", False), operator.ge: ("ge", False),
         operator.le: ("le", False), operator.eq: ("eq", False), operator.ne: ("ne", False),
@@ -188,7 +190,8 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
                  "bmm", "addmm", "transpose", "swapaxes", "swapdims", "logsumexp", "var", "std",
                  "prod", "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less",
                  "greater_equal",
-                 "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum", *_UNARY):
+                 "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum",
+                 "clamp_min", "clamp_max", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
             table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose",
@@ -390,6 +393,14 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         bound = _bind(names, args, kwargs)
         mod_name = getattr(fn, "__module__", "") or ""
         target = f"{mod_name}.{getattr(fn, '__name__', str(fn))}".lstrip(".")
+    if op in ("clamp_min", "clamp_max"):  # torch.clamp_min(x, v) / x.clamp_max(v)
+        op = "clamp"
+    if op == "dropout":  # F.dropout(x, p, training): the identity when it drops nothing
+        p, training = bound.get("p", 0.5), bound.get("training", True)
+        if isinstance(p, (int, float)) and (p == 0 or training is False):
+            op, bound = "identity", {"input": bound.get("input")}
+        else:
+            op = "?"  # random in training mode: nothing a kernel can be checked against
     if op in ("max", "min") and isinstance(bound.get("dim"), torch.fx.Node) and isinstance(
             values.get(bound["dim"]), torch.Tensor):  # torch.max(x, y): elementwise
         bound["other"] = bound.pop("dim")

@@ -55,3 +55,51 @@ def _write(tmp_path, const):
     p.write_text(HEAD + "class Model(nn.Module):\n    def forward(self, x):\n"
                  f"        return x * {const}" + TAIL)
     return p
+
+
+def _task(tmp_path, name, init, forward, inputs):
+    p = tmp_path / f"{name}.py"
+    p.write_text(HEAD + "class Model(nn.Module):\n    def __init__(self):\n"
+                 f"        super().__init__()\n        {init}\n\n    def forward(self, x):\n"
+                 f"        {forward}\n\ndef get_inputs():\n    return [{inputs}]\n\n"
+                 "def get_init_inputs():\n    return []\n")
+    return recognize(capture_in_process(p))
+
+
+def test_a_view_that_flattens_a_conv_result_follows_the_batch(tmp_path):
+    conv, img = "self.conv = nn.Conv2d(8, 16, 3)", "torch.randn(4, 8, 32, 32)"
+    by_view = _task(tmp_path, "v", conv, "x = self.conv(x)\n        return x.view(x.size(0), -1)",
+                    img)
+    by_reshape = _task(tmp_path, "r", conv,
+                       "x = self.conv(x)\n        return x.reshape(x.shape[0], -1)", img)
+    by_flatten = _task(tmp_path, "f", conv, "return torch.flatten(self.conv(x), 1)", img)
+    assert by_view.covered, by_view.not_covered
+    assert by_view.plans[0].description == by_flatten.plans[0].description
+    assert by_reshape.plans[0].description == by_flatten.plans[0].description
+    assert by_view.plans[0].description.endswith("then flatten")
+    # a view that is not a flatten, squeeze or unsqueeze still is not taken
+    other = _task(tmp_path, "o", conv, "x = self.conv(x)\n        return x.view(-1, 30 * 30)",
+                  img)
+    assert not other.covered
+
+
+@pytest.mark.parametrize("spelling", ["torch.clamp_min(y, 0.0)", "y.clamp_min(0.0)",
+                                      "torch.clamp_max(y, 0.5)", "y.clamp_max(0.5)"])
+def test_one_sided_clamps_are_clamps(tmp_path, spelling):
+    rec = _task(tmp_path, "c", "self.fc = nn.Linear(256, 512)",
+                f"y = self.fc(x)\n        return {spelling}", "torch.randn(64, 256)")
+    assert rec.covered, rec.not_covered
+    assert rec.plans[0].description.endswith("epilogue: add, clamp")
+
+
+@pytest.mark.parametrize(("call", "covered"), [
+    ("nn.functional.dropout(y, p=0.0)", True),
+    ("nn.functional.dropout(y, p=0.2, training=False)", True),
+    ("nn.functional.dropout(y, p=0.2)", False),  # random in training mode
+    ("nn.functional.dropout(y)", False)])
+def test_functional_dropout_is_the_identity_only_when_it_drops_nothing(tmp_path, call, covered):
+    rec = _task(tmp_path, "d", "self.fc = nn.Linear(256, 512)",
+                f"y = self.fc(x)\n        return {call}", "torch.randn(64, 256)")
+    assert rec.covered == covered
+    if not covered:
+        assert "dropout" in rec.not_covered.reason
