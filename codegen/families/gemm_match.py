@@ -11,9 +11,10 @@ through transposes of its last two dims (``.t()``, ``.T``, ``.mT``, ``transpose(
 * B is the right operand, logically [K, N]: ``b_major`` "n" when stored [K, N], "k" when
   stored [N, K] (an ``nn.Linear`` weight, or ``W.T``);
 * ``batched``: both operands are 3-d with the same batch size (``bmm``, or ``matmul`` of two
-  3-d tensors); a 3-d K-major A times a 2-d B (a Linear over [batch, seq, features]) is a
-  2-d product with the leading dims folded into M (not batched); broadcast batch dims and
-  > 3-d products are not covered;
+  3-d tensors); a 3-d or higher K-major A times a 2-d B (a Linear over [batch, seq,
+  features], KernelBench's 4-d tensor-matrix product) is a 2-d product with the leading
+  dims folded into M (not batched); broadcast batch dims and other > 3-d products are not
+  covered;
 * the epilogue is the chain of pointwise ops after the product (``%y``), whose tensors
   broadcast against the (M, N) output as "full", "col" (per N), "row" (per M) or "scalar";
   a Linear / addmm bias is its first op (``%y + bias``);
@@ -37,6 +38,7 @@ the H200: a conv_transpose3d at atol = rtol = 1e-2 failed only its "large" trial
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from cutegen.codegen.families.capture import Node
@@ -159,13 +161,14 @@ def _check_shapes(g: Node, a: tuple[int, ...], b: tuple[int, ...], a_flips: int)
     folded into M, which needs A stored as it is read (K-major)."""
     if len(a) < 2 or len(b) < 2:
         raise NotCoveredError(f"{_name(g)} with a 1-d operand (a matrix-vector product)", _name(g))
+    if len(a) >= 3 and len(b) == 2:  # [.., K] @ [K, N]: every leading dim folds into M
+        if a_flips % 2:
+            raise NotCoveredError(f"{_name(g)} of a transposed {len(a)}-d A and a 2-d B",
+                                  _name(g))
+        return False
     if len(a) > 3 or len(b) > 3:
         raise NotCoveredError(f"{_name(g)} of {len(a)}-d and {len(b)}-d operands: the gemm family "
-                              "covers 2-d and batched 3-d products", _name(g))
-    if len(a) == 3 and len(b) == 2:
-        if a_flips % 2:
-            raise NotCoveredError(f"{_name(g)} of a transposed 3-d A and a 2-d B", _name(g))
-        return False
+                              "covers 2-d, batched 3-d and [.., K] @ [K, N] products", _name(g))
     if len(a) != len(b):
         raise NotCoveredError(f"{_name(g)} of {len(a)}-d and {len(b)}-d operands (batch dims "
                               "broadcast)", _name(g))
@@ -325,8 +328,9 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     modes = precision_modes(a_node.dtype, m.cap.tolerance)
     params["precision_default"] = default_precision(modes, m.cap.distributions)
     params["precision_modes"] = modes
-    folded = len(frame) == 3 and not batched  # [batch, seq, K] @ [K, N]: M = batch * seq
-    mm, nn_, kk = frame[-2] * (frame[0] if folded else 1), frame[-1], a_shape[-1]
+    # [batch, seq, K] @ [K, N] (or more leading dims): M = their product
+    mm = math.prod(frame[:-1]) if not batched else frame[-2]
+    nn_, kk = frame[-1], a_shape[-1]
     desc = (f"gemm ({_name(g)}): {'batch ' + str(frame[0]) + ' x ' if batched else ''}"
             f"{mm}x{kk} ({params['a_major']}-major A) @ {kk}x{nn_} ({params['b_major']}-major B), "
             f"{a_node.dtype}, precision {params['precision_default']}")

@@ -15,8 +15,9 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
   dims, keepdim;
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
-  "bij,bkj->bik", "ki,kj->ij" ...): a ``matmul`` of the operands, each transposed as its
-  letters say.
+  "bij,bkj->bik", "ki,kj->ij" ...), or a tensor of any rank times a matrix over its last
+  letter ("bijl,lk->bijk"): a ``matmul`` of the operands, each transposed as its letters
+  say.
 
 The rewritten graph keeps node ids in topological order (every node is renumbered), so a
 chain built from it is in evaluation order. A composite op with arguments outside these
@@ -248,6 +249,8 @@ def _lower_einsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     if lhs.count(",") != 1 or "." in eq:
         return None
     s1, s2 = lhs.split(",")
+    if len(s1) > 3 and len(s2) == 2 and len(out) == len(s1):
+        return _lower_tensor_matrix(b, n, eq, s1, s2, out)
     if not (len(s1) == len(s2) == len(out) and len(out) in (2, 3)):
         return None
     if len(out) == 3 and not (s1[0] == s2[0] == out[0]):
@@ -274,12 +277,59 @@ def _lower_einsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     return b.call("matmul", f"{n.target} ({eq})", {"input": x, "other": y}, {}, n)
 
 
+def _lower_tensor_matrix(b: _Builder, n: Node, eq: str, s1: str, s2: str,
+                         out: str) -> int | None:
+    """"bijl,lk->bijk": an operand of any rank times a matrix over its last letter, the other
+    letters kept in order: a ``matmul`` (leading dims fold into M; B transposed for
+    "bijl,kl->bijk")."""
+    k = s1[-1]
+    if out[:-1] != s1[:-1] or k in out or len(set(s1)) != len(s1) or len(set(s2)) != 2:
+        return None
+    if s2 == k + out[-1]:
+        y = b.new_id[n.tensors["b"]]
+    elif s2 == out[-1] + k:
+        src = b.nodes[b.new_id[n.tensors["b"]]]
+        y = b.call("transpose", f"{n.target} ({eq})", {"input": b.new_id[n.tensors["b"]]},
+                   {"dims": [-2, -1]}, src, (src.shape[-1], src.shape[-2]))
+    else:
+        return None
+    return b.call("matmul", f"{n.target} ({eq})", {"input": b.new_id[n.tensors["a"]],
+                                                    "other": y}, {}, n)
+
+
+def _lower_diag_product(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """``torch.diag(d) @ B`` = ``d[:, None] * B`` and ``A @ torch.diag(d)`` = ``A * d`` for a
+    1-d ``d`` (KernelBench's "matmul with diagonal matrices"): a pointwise scaling of rows or
+    columns, with no n x n matrix built."""
+    a, o = n.tensors.get("input"), n.tensors.get("other")
+    if a is None or o is None:
+        return None
+    da, do = nodes[a], nodes[o]
+
+    def vector(d: Node) -> int | None:
+        src = d.tensors.get("input")
+        if d.kind != "call" or d.op != "diag" or src is None or d.consts.get("diagonal", 0):
+            return None
+        return src if len(nodes[src].shape) == 1 else None
+
+    va, vo = vector(da), vector(do)
+    if va is not None and vo is None and len(do.shape) == 2:
+        col = b.call("view", "Tensor.unsqueeze", {"input": b.new_id[va]}, {}, nodes[va],
+                     (nodes[va].shape[0], 1))
+        return b.call("mul", f"{n.target} (diag(d) @ B)", {"input": col,
+                                                          "other": b.new_id[o]}, {}, n)
+    if vo is not None and va is None and len(da.shape) == 2:
+        return b.call("mul", f"{n.target} (A @ diag(d))", {"input": b.new_id[a],
+                                                          "other": b.new_id[vo]}, {}, n)
+    return None
+
+
 _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,
           **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
-          "einsum": _lower_einsum}
+          "einsum": _lower_einsum, "matmul": _lower_diag_product, "mm": _lower_diag_product}
 
 
 def lower(cap: Captured) -> Captured:

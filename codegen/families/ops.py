@@ -91,7 +91,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "gt": ("input", "other"), "lt": ("input", "other"), "ge": ("input", "other"),
     "le": ("input", "other"), "eq": ("input", "other"), "ne": ("input", "other"),
     "celu": ("input", "alpha"), "hardshrink": ("input", "lambd"),
-    "tril": ("input", "diagonal"), "triu": ("input", "diagonal"),
+    "tril": ("input", "diagonal"), "triu": ("input", "diagonal"), "diag": ("input", "diagonal"),
     "einsum": ("equation", "a", "b"),
     **{f"max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
                          "return_indices") for d in (1, 2, 3)},
@@ -191,7 +191,7 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
                  "prod", "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less",
                  "greater_equal",
                  "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum",
-                 "clamp_min", "clamp_max", *_UNARY):
+                 "clamp_min", "clamp_max", "diag", *_UNARY):
         fn = getattr(torch, name, None)
         if fn is not None:
             table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose",
