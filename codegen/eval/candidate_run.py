@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from cutegen.codegen.eval.activity import Activity, Window, analyse, identity
 from cutegen.codegen.eval.plan import Call, ShapeInfo, benchmark_plan, verification_plan
 from cutegen.codegen.eval.process import WorkerProcess
+from cutegen.codegen.eval.sandbox import AUDIT_LOST_EXIT
 from cutegen.codegen.eval.verdict import RunFacts
 from cutegen.errors import InfrastructureError
 
@@ -372,4 +373,5 @@ class CandidateRun:
         if self.w.audit is not None:
             f.audit = list(self.w.audit.lines)
             f.audit_closed_early = self.t_bye is not None and self.w.audit.closed_early()
+            f.audit_lost = self.w.proc.proc.poll() == AUDIT_LOST_EXIT
         return f

@@ -13,7 +13,10 @@ reports every attempt on a pipe the parent reads.
    address, importing JIT and kernel-launching libraries (cupy, numba, triton, NVRTC,
    cpp_extension, ...), walking the garbage collector's object graph (the only Python
    path to the hook's own state), and changing resource limits. Each denial raises ``PermissionError`` *and* writes one line to the audit
-   pipe first, so a candidate that catches the exception is still reported.
+   pipe first, so a candidate that catches the exception is still reported. When that
+   line cannot reach the parent (the candidate closed the pipe, or put another file on its
+   descriptor: the hook compares it with the pipe it was given), the hook ends the process
+   at once with :data:`AUDIT_LOST_EXIT`, which the parent reads as ``forbidden``.
 
 The hook captures every function it calls when it is built (C builtins only, bound into
 its closure), so monkeypatching ``os`` or ``posixpath`` afterwards changes nothing in it.
@@ -28,6 +31,10 @@ import sys
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
+
+#: The worker's exit status when a denial could not be reported (the audit pipe was closed
+#: or replaced): the parent's verdict is ``forbidden``.
+AUDIT_LOST_EXIT = 86
 
 #: Modules a candidate may not import (when they are not already imported by torch or the
 #: DSL): other ways to compile or launch GPU code, and native-memory access.
@@ -134,8 +141,13 @@ def install_audit_hook(*, audit_fd: int, scratch: str, read_denied: Iterable[str
         fn = globals()[name]
         private[name] = types.FunctionType(fn.__code__, private, fn.__name__, fn.__defaults__)
     factory = types.FunctionType(_make_hook.__code__, private, "_make_hook")
+    try:  # the pipe the parent reads: a denial reported anywhere else ends the process
+        st = os.fstat(audit_fd)
+        ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        ident = None  # no audit pipe (a bare test run): denials are raised, not reported
     hook = factory(audit_fd, scratch, tuple(read_denied), allow_subprocess, os.write, os.getcwd,
-                   sys.modules, os.getpid())
+                   sys.modules, os.getpid(), os.fstat, os._exit, ident)
     sys.addaudithook(hook)
 
 
@@ -153,7 +165,8 @@ def _exact_path(path: Any) -> str | None:
 
 
 def _make_hook(audit_fd: int, scratch: str, read_denied: tuple[str, ...], allow_subprocess: bool,
-               write: Any, getcwd: Any, modules: Any, me: int) -> Any:
+               write: Any, getcwd: Any, modules: Any, me: int, fstat: Any = None,
+               exit_: Any = None, ident: tuple[int, int] | None = None) -> Any:
     """Build the hook (run with the private globals made by :func:`install_audit_hook`)."""
     write_roots = (normalise(scratch, "/"),)
     denied_reads = tuple(normalise(r, "/") for r in read_denied)
@@ -171,10 +184,15 @@ def _make_hook(audit_fd: int, scratch: str, read_denied: tuple[str, ...], allow_
 
     def report(reason: str) -> None:
         try:
+            if ident is not None:
+                st = fstat(audit_fd)
+                if (st.st_dev, st.st_ino) != ident:
+                    raise OSError("the audit descriptor is not the parent's pipe any more")
             write(audit_fd, str.encode(reason.replace("\n", " ")[:500] + "\n", "utf-8",
                                        "replace"))
         except OSError:
-            pass  # a closed pipe is itself reported: the parent sees it end early
+            if ident is not None:
+                exit_(AUDIT_LOST_EXIT)  # the parent cannot be told: end the run here
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if in_hook[0]:

@@ -61,6 +61,7 @@ class RunFacts:
     dropped_records: int = 0
     audit: list[str] = field(default_factory=list)
     audit_closed_early: bool = False
+    audit_lost: bool = False  # the worker ended with sandbox.AUDIT_LOST_EXIT
     sol_us: float | None = None
     first_main_k: int = 0
 
@@ -96,6 +97,11 @@ def decide(f: RunFacts) -> Decision:
 
 
 def _process_faults(f: RunFacts) -> Decision | None:
+    if f.audit_lost:
+        return Decision(Stage.VERIFY, Verdict.FORBIDDEN,
+                        "the candidate attempted something candidates may not do after closing "
+                        "or replacing the harness's audit pipe (the sandbox ended the process)",
+                        tuple(f.audit[:20]))
     if f.audit:
         return Decision(Stage.VERIFY, Verdict.FORBIDDEN,
                         f"the candidate attempted {f.audit[0]}, which candidates may not do",

@@ -202,6 +202,9 @@ def test_audit_denials_and_a_closed_audit_pipe():
     d = decide(_facts(audit=["ctypes.dlopen 'libc.so.6'"]))
     assert d.verdict == Verdict.FORBIDDEN and "ctypes.dlopen" in d.message
     assert decide(_facts(audit_closed_early=True)).verdict == Verdict.SUSPICIOUS
+    # a denial the sandbox could not report ended the worker (sandbox.AUDIT_LOST_EXIT)
+    lost = decide(_facts(audit_lost=True))
+    assert lost.verdict == Verdict.FORBIDDEN and "audit pipe" in lost.message
 
 
 def test_wrong_trial_and_determinism_trial():

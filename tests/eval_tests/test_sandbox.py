@@ -122,3 +122,43 @@ def test_the_hook_denies_reports_and_cannot_be_patched_away(tmp_path):
     assert not os.path.exists("/tmp/cutegen-sandbox-escape.txt")
     assert len(audit) == len(results) - len(allowed)  # every denial reported once
     assert any("/proc/self/mem" in a for a in audit)
+
+
+_TAMPER = r'''
+import os, sys, tempfile
+from cutegen.codegen.eval.sandbox import install_audit_hook
+scratch, audit_fd, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.chdir(scratch)
+install_audit_hook(audit_fd=audit_fd, scratch=scratch, read_denied=[])
+if how == "close":
+    os.close(audit_fd)
+elif how == "replace":  # another file on the pipe's descriptor: lines would land there
+    fd = os.open(os.path.join(scratch, "decoy.txt"), os.O_WRONLY | os.O_CREAT)
+    os.dup2(fd, audit_fd)
+try:
+    open("/proc/self/mem", "rb")
+except PermissionError:
+    pass
+print("survived")
+'''
+
+
+@pytest.mark.parametrize("how", ["close", "replace", "none"])
+def test_a_denial_that_cannot_be_reported_ends_the_process(tmp_path, how):
+    """Closing the audit pipe (or putting a file on its descriptor) and then trying something
+    denied ends the worker with AUDIT_LOST_EXIT, which the parent reads as forbidden."""
+    from cutegen.codegen.eval.sandbox import AUDIT_LOST_EXIT
+
+    r, w = os.pipe()
+    proc = subprocess.run([sys.executable, "-c", _TAMPER, str(tmp_path), str(w), how],
+                          pass_fds=(w,), capture_output=True, text=True, timeout=120)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        audit = f.read().decode().splitlines()
+    if how == "none":
+        assert proc.returncode == 0 and "survived" in proc.stdout, proc.stderr[-2000:]
+        assert len(audit) == 1 and "/proc/self/mem" in audit[0]
+    else:
+        assert proc.returncode == AUDIT_LOST_EXIT, (proc.returncode, proc.stderr[-2000:])
+        assert "survived" not in proc.stdout
+        assert not (tmp_path / "decoy.txt").exists() or not (tmp_path / "decoy.txt").read_text()
