@@ -179,10 +179,10 @@ def capture_in_process(path: str | Path) -> Captured:
                     and val.numel() == 1 and val.device.type != "meta":
                 plain = float(val.item())  # torch.tensor(self.c) in forward: fx's constant
             nodes.append(Node(i, "param", str(n.target), shape=shape, dtype=dtype, value=plain))
-        elif _number_tensor(n) is not None:
+        elif (number := _number_tensor(n)) is not None:
             # torch.tensor(0.5, device=x.device) in forward: a number, as fx's own constants
             nodes.append(Node(i, "param", f"_tensor_constant_call{i}", shape=shape, dtype=dtype,
-                              value=_number_tensor(n)))
+                              value=number))
         elif n.op == "output":
             arg = n.args[0]
             output = ids[arg] if isinstance(arg, torch.fx.Node) else -1
