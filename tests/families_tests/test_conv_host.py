@@ -1,0 +1,118 @@
+"""The conv family's host path: what one call launches once the first call has set it up.
+
+The GPU waited on Python between a conv call's launches (the observer's spans were 4-80x the
+CuTe kernels' time), so everything a call derives from shapes is built once per shape
+(``_conv_plan``) and the packed filter is kept on the module while its weight is unchanged
+(``_conv_weights``). Checked here on the CPU by loading a rendered candidate in a child
+process with every compiled kernel replaced by a recorder: which launches each call makes,
+with which arguments, and that an in-place weight update, a new weight Parameter or a new
+shape packs the filter again.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from importlib.util import find_spec
+
+import _cutegen_famdata as fd  # registered by conftest.py
+import pytest
+
+pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
+                                reason="nvidia-cutlass-dsl missing")
+
+_DRIVER = r'''
+import importlib.util, json, sys
+import torch
+cand_path, task_path = sys.argv[1], sys.argv[2]
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+task = load("task", task_path)
+# a small shape of the task's kind: the launch path does not depend on the sizes
+for k, v in {"batch_size": 2, "height": 9, "width": 10}.items():
+    if hasattr(task, k):
+        setattr(task, k, v)
+cand = load("cand", cand_path)
+calls = []
+
+class Recorder(dict):
+    def get(self, key, default=None):
+        def launch(*args):
+            calls.append({"kind": key[0], "args": [repr(type(a).__name__) for a in args]})
+        return launch
+
+cand._conv_compiled = Recorder()
+from cuda.bindings import driver as cuda
+cand._stream = lambda: cuda.CUstream(0)
+torch.manual_seed(0)
+m = cand.ModelNew(*task.get_init_inputs())
+x = task.get_inputs()[0]
+conv = next(mod for mod in m.modules() if isinstance(mod, torch.nn.modules.conv._ConvNd))
+log = {}
+
+def step(name, inp):
+    calls.clear()
+    with torch.no_grad():
+        y = m(inp)
+    log[name] = {"kinds": [c["kind"] for c in calls], "shape": list(y.shape)}
+
+step("first", x)
+step("second", x)
+step("third", x.clone())
+with torch.no_grad():
+    conv.weight.mul_(2.0)
+step("after_inplace", x)
+conv.weight = torch.nn.Parameter(conv.weight.detach().clone())
+step("after_new_param", x)
+x2 = torch.cat([x, x])
+step("new_shape", x2)
+step("new_shape_again", x2)
+step("old_shape", x)
+log["plans"] = len(cand._conv_plans)
+print(json.dumps(log))
+'''
+
+
+def _host_log(name: str) -> dict:
+    root = fd.task_path(name)
+    cand = fd.rendered(name)
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cand.py")
+        with open(path, "w") as f:
+            f.write(cand)
+        out = subprocess.run([sys.executable, "-c", _DRIVER, path, str(root)], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name, runs, groups", [
+    ("conv2d_bf16", 1, 1),
+    ("conv2d_grouped_bf16", 1, 4),
+    ("conv_transpose2d_bf16", 4, 1),  # stride 2 in two dims: four output phases
+])
+def test_the_filter_is_packed_once_per_weight_and_shape(name, runs, groups):
+    log = _host_log(name)
+    full = ["cpack"] + ["wpack"] * runs + ["conv"] * (runs * groups)
+    packed = ["cpack"] + ["conv"] * (runs * groups)
+    # the first call packs the filter of every run; the next reuse it, whatever the input
+    assert sorted(log["first"]["kinds"]) == sorted(full), log["first"]
+    assert log["second"]["kinds"] == packed, log["second"]
+    assert log["third"]["kinds"] == packed, log["third"]
+    # a weight changed in place, or a new Parameter, is packed again (then kept)
+    assert sorted(log["after_inplace"]["kinds"]) == sorted(full), log["after_inplace"]
+    assert sorted(log["after_new_param"]["kinds"]) == sorted(full), log["after_new_param"]
+    # a new shape is a new plan and a new packing; going back packs again (one kept at a time)
+    assert sorted(log["new_shape"]["kinds"]) == sorted(full), log["new_shape"]
+    assert log["new_shape_again"]["kinds"] == packed, log["new_shape_again"]
+    assert sorted(log["old_shape"]["kinds"]) == sorted(full), log["old_shape"]
+    assert log["new_shape"]["shape"][0] == 2 * log["first"]["shape"][0]
+    assert log["plans"] == 2

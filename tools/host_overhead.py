@@ -1,0 +1,159 @@
+"""Where a built-in candidate's time goes, host against GPU (needs a GPU): a development probe.
+
+    python tools/host_overhead.py TASK [TASK ...] [--calls N] [--profile] [--json F]
+
+For each bundled TASK the built-in family's first candidate is rendered, imported **into
+this process** (a development tool, never the search: the evaluator runs candidates in a
+worker it can kill) and called at the task's shape after three warm-up calls:
+
+* ``host_us``: Python time per call, ``--calls`` calls issued back to back with no sync;
+* ``span_us``: CUDA-event time per call over the same back-to-back calls: the GPU's wall,
+  gaps included (equal to host_us when the host is the bottleneck);
+* ``graph_us``: one call captured in a CUDA graph and replayed: the kernels alone, no host
+  gaps (``-`` when the call cannot be captured);
+* ``eager_us``: the task's own Model the same way (``span``), for scale.
+
+``--profile`` prints the top of a cProfile of the calls of each task (where the host time
+goes: our launch code, the DSL's argument marshalling, torch allocations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _span_us(fn, calls: int) -> tuple[float, float]:
+    import torch
+
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    host = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return host, start.elapsed_time(end) * 1e3 / calls
+
+
+def _graph_us(fn, calls: int) -> float | None:
+    import torch
+
+    try:
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            fn()
+        g.replay()
+        torch.cuda.synchronize()
+        return _span_us(g.replay, calls)[1]
+    except Exception as exc:  # noqa: BLE001 - a probe: say why and go on
+        print(f"  (no graph: {type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
+        return None
+
+
+def probe(task_name: str, calls: int, profile: bool, tmp: Path) -> dict:
+    import torch
+
+    from cutegen.codegen.families.moves import family_proposals
+    from cutegen.codegen.tasks import load_bundled_task
+
+    task = load_bundled_task(task_name)
+    props = family_proposals(task)
+    if not props:
+        return {"task": task_name, "error": "no built-in candidate"}
+    cand_path = tmp / f"{task_name}_cand.py"
+    cand_path.write_text(props[0].candidate.code)
+    tmod = _load(f"task_{task_name}", Path(task.path))
+    cmod = _load(f"cand_{task_name}", cand_path)
+    torch.manual_seed(0)
+    ref = tmod.Model(*tmod.get_init_inputs()).cuda()
+    torch.manual_seed(0)
+    new = cmod.ModelNew(*tmod.get_init_inputs()).cuda()
+    new.load_state_dict(ref.state_dict())
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in tmod.get_inputs()]
+    with torch.no_grad():
+        err = (new(*inputs).float() - ref(*inputs).float()).abs().max().item()
+        for _ in range(3):
+            new(*inputs)
+        host, span = _span_us(lambda: new(*inputs), calls)
+        graph = _graph_us(lambda: new(*inputs), calls)
+        _, eager = _span_us(lambda: ref(*inputs), calls)
+        row = {"task": task_name, "host_us": host, "span_us": span, "graph_us": graph,
+               "eager_us": eager, "max_abs_err": err}
+        if profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(calls):
+                new(*inputs)
+            prof.disable()
+            torch.cuda.synchronize()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+            row["profile"] = buf.getvalue()
+    return row
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tasks", nargs="+", help="bundled task names")
+    ap.add_argument("--calls", type=int, default=100, help="calls per measurement")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile per task")
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("host_overhead.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = []
+    print("| task | host µs/call | GPU span µs/call | graph µs (kernels) | eager µs | max abs err |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.tasks:
+            try:
+                row = probe(name, args.calls, args.profile, Path(tmp))
+            except Exception as exc:  # noqa: BLE001 - one task's failure is its row
+                row = {"task": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            rows.append(row)
+            if "error" in row:
+                print(f"| {name} | error: {row['error']} |||||", flush=True)
+                continue
+            print(f"| {name} | {_fmt(row['host_us'])} | {_fmt(row['span_us'])} | "
+                  f"{_fmt(row['graph_us'])} | {_fmt(row['eager_us'])} | "
+                  f"{row['max_abs_err']:.3g} |", flush=True)
+    for row in rows:
+        if row.get("profile"):
+            print(f"\n## {row['task']}\n{row['profile']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
