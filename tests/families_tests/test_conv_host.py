@@ -43,7 +43,7 @@ calls = []
 class Recorder(dict):
     def get(self, key, default=None):
         def launch(*args):
-            calls.append({"kind": key[0], "args": [repr(type(a).__name__) for a in args]})
+            calls.append({"kind": key[0], "args": args})
         return launch
 
 cand._conv_compiled = Recorder()
@@ -74,6 +74,15 @@ step("new_shape", x2)
 step("new_shape_again", x2)
 step("old_shape", x)
 log["plans"] = len(cand._conv_plans)
+# the tuple arguments go marshalled (C pointers taken once), and what they point at is still
+# the plan's values after many calls and a collection
+import ctypes, gc
+gc.collect()
+conv_args = [c["args"] for c in calls if c["kind"] == "conv"][-1]
+log["arg_types"] = [type(a).__name__ for a in conv_args]
+geo = conv_args[3]
+log["geo_read"] = [ctypes.c_int32.from_address(p.value).value for p in geo.__c_pointers__()]
+log["geo_vals"] = [int(v.value) for v in geo.vals]
 print(json.dumps(log))
 '''
 
@@ -116,3 +125,7 @@ def test_the_filter_is_packed_once_per_weight_and_shape(name, runs, groups):
     assert sorted(log["old_shape"]["kinds"]) == sorted(full), log["old_shape"]
     assert log["new_shape"]["shape"][0] == 2 * log["first"]["shape"][0]
     assert log["plans"] == 2
+    # x, w, out pointers; then geometry, epilogue operands, row operands, scalars (tuples at
+    # compile time) marshalled once; the stream
+    assert log["arg_types"][3:7] == ["_Marshalled"] * 4, log["arg_types"]
+    assert log["geo_read"] == log["geo_vals"] and len(log["geo_vals"]) > 10
