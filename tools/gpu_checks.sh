@@ -38,6 +38,9 @@
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (42 tasks), 4 evaluations each; resumable     3 x ~9
+#   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
+#   host           tools/host_overhead.py on conv tasks and two row tasks: host against
+#                  GPU time per call (issue 20's launch path)                          ~3
 #   long-gpu       issue 17: the long suite's rows (default and smem_row) and GEMMs (fp32
 #                  Linear chains, cluster 2x1 at M = 1, the skinny bf16 product)     ~8
 #   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
@@ -169,6 +172,12 @@ for s in "$@"; do
       step status_conv 30 $py -m cutegen status conv_gn_pool --db "$db" ;;
     bench-conv)
       bench_suite conv 0 ;;
+    bench-conv-quick)
+      bench_suite conv-quick 0 --max-evals 2 ;;
+    host)
+      step host 240 $py tools/host_overhead.py conv2d_bf16 conv2d_grouped_bf16 \
+        conv_transpose2d_bf16 conv2d_groupnorm_scale_maxpool_clamp_bf16 conv2d_fp32 \
+        softmax_bf16 sum_dim1_fp32 --calls 100 --json "$out/host.json" ;;
     long-gpu)  # issue 17: the long suite's row tasks, default and smem_row (6 GB each)
       step long_gpu 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -p no:cacheprovider -k "long-"
