@@ -182,6 +182,32 @@ def our_name(x, out):
         os.closerange(3, 1024)
         return out
     """), {V.SUSPICIOUS, V.CRASH}),
+    # -- the audit pipe, silenced before a denied operation (the hook checks on each report
+    #    that its descriptor is still the parent's pipe: else AUDIT_LOST_EXIT, forbidden) --
+    "audit_pipe_replaced_then_denied_read": (dict(forward="""
+        import os, sys
+        fd = int(sys.argv[sys.argv.index("--audit-fd") + 1])
+        r, w = os.pipe()
+        os.dup2(w, fd)  # the hook's reports would land in a pipe the candidate owns
+        try:
+            open("/proc/self/maps").read()
+        except Exception:
+            pass
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out
+    """), {V.FORBIDDEN}),
+    "audit_pipe_closed_then_denied_read": (dict(forward="""
+        import os, sys
+        os.close(int(sys.argv[sys.argv.index("--audit-fd") + 1]))
+        try:
+            open("/proc/self/maps").read()
+        except Exception:
+            pass
+        out = torch.empty_like(x)
+        run_kernel(x, out)
+        return out
+    """), {V.FORBIDDEN}),
     # -- the harness's state, found by introspection ---------------------------------------
     "gc_scan_for_harness_objects": (dict(forward="""
         import gc
