@@ -14,6 +14,9 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
   ops, then a mean / sum over every element (reduction "none": no reduction);
 * adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
   dims, keepdim;
+* an exclusive cumulative sum spelled as the cumsum of the input shifted by one along the
+  dim with a zero in front (``torch.cat((torch.zeros_like(x.select(d, 0).unsqueeze(d)), x),
+  d).narrow(d, 0, x.size(d))``, KernelBench's spelling): ``cumsum(x) - x``;
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
   "bij,bkj->bik", "ki,kj->ij" ...), or a tensor of any rank times a matrix over its last
   letter ("bijl,lk->bijk"): a ``matmul`` of the operands, each transposed as its letters
@@ -324,12 +327,49 @@ def _lower_diag_product(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | N
     return None
 
 
+_ZEROS = ("torch.zeros_like", "torch.zeros", "Tensor.new_zeros")
+
+
+def _lower_exclusive_cumsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """cumsum over d of narrow(cat((zeros, x), d), d, 0, x.size(d)), where zeros is x's shape
+    with size 1 along d: the exclusive cumsum of x, ``cumsum(x) - x`` (see the module
+    docstring); None for any other cumsum."""
+    nar = nodes.get(n.tensors.get("input", -1))
+    if nar is None or nar.target not in ("Tensor.narrow", "torch.narrow"):
+        return None
+    args = nar.consts.get("_extra") or [nar.consts.get(k) for k in ("dim", "start", "length")]
+    cat = nodes.get(nar.tensors.get("input", -1))
+    if len(args) != 3 or cat is None or cat.target not in (
+            "torch.cat", "torch.concat", "torch.concatenate"):
+        return None
+    parts = [cat.tensors.get(f"tensors.{i}", cat.tensors.get(f"input.{i}")) for i in range(3)]
+    if parts[2] is not None or None in parts[:2]:
+        return None
+    zeros, x = nodes[parts[0]], nodes[parts[1]]
+    nd = len(x.shape)
+    if not nd or zeros.target not in _ZEROS or zeros.dtype != x.dtype != "":
+        return None
+    cat_dim = cat.consts.get("dim", cat.consts.get("axis", 0))
+    dims = [n.consts.get("dim"), args[0], cat_dim]
+    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
+        return None
+    d = dims[0] % nd
+    if {dd % nd for dd in dims} != {d} or args[1] != 0 or args[2] != x.shape[d]:
+        return None
+    if tuple(zeros.shape) != tuple(1 if i == d else s for i, s in enumerate(x.shape)):
+        return None
+    xid = b.new_id[x.id]
+    cs = b.call("cumsum", n.target, {"input": xid}, {"dim": d}, n)
+    return b.call("sub", f"{n.target} (exclusive)", {"input": cs, "other": xid}, {}, n)
+
+
 _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,
           **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
-          "einsum": _lower_einsum, "matmul": _lower_diag_product, "mm": _lower_diag_product}
+          "einsum": _lower_einsum, "matmul": _lower_diag_product, "mm": _lower_diag_product,
+          "cumsum": _lower_exclusive_cumsum}
 
 
 def lower(cap: Captured) -> Captured:

@@ -433,6 +433,10 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
             if any(isinstance(r, torch.Tensor) for r in resolved):
                 op = "?" if op != "?" else op
                 consts[k] = "<tensors>"
+                # each tensor of the list by position (lowering reads torch.cat's operands)
+                for i, (a, r) in enumerate(zip(v, resolved, strict=True)):
+                    if isinstance(a, torch.fx.Node) and isinstance(r, torch.Tensor):
+                        tensors[f"{k}.{i}"] = ids[a]
             else:
                 consts[k] = _jsonable(resolved)
         else:
