@@ -17,6 +17,8 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * an exclusive cumulative sum spelled as the cumsum of the input shifted by one along the
   dim with a zero in front (``torch.cat((torch.zeros_like(x.select(d, 0).unsqueeze(d)), x),
   d).narrow(d, 0, x.size(d))``, KernelBench's spelling): ``cumsum(x) - x``;
+* a matrix times a vector (``A @ b``, b of shape (K, 1) or (K,)): ``sum(A * b, dim=1)``, a
+  row reduction at memory speed instead of a GEMM with one output column;
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
   "bij,bkj->bik", "ki,kj->ij" ...), or a tensor of any rank times a matrix over its last
   letter ("bijl,lk->bijk"): a ``matmul`` of the operands, each transposed as its letters
@@ -327,6 +329,40 @@ def _lower_diag_product(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | N
     return None
 
 
+def _lower_matvec(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A matrix times a vector (``A @ b`` with b of shape (K, 1) or (K,); A an input or a
+    parameter of shape (M, K)): ``sum(A * b, dim=1)``, keepdim for the (K, 1) form. A row
+    reduction reads A once at memory speed; as a GEMM, one output column would fill 1 / tile_n
+    of each tile (and 3xTF32 would read A three times)."""
+    a, o = n.tensors.get("input"), n.tensors.get("other", n.tensors.get("mat2"))
+    if a is None or o is None:
+        return None
+    da, do = nodes[a], nodes[o]
+    if da.kind not in ("input", "param") or do.kind not in ("input", "param") or len(
+            da.shape) != 2:
+        return None  # a transposed or computed operand stays with the GEMM family
+    k = da.shape[1]
+    if tuple(do.shape) == (k, 1):
+        vec = b.call("view", "Tensor.view", {"input": b.new_id[o]}, {}, do, (k,))
+        keep = True
+    elif tuple(do.shape) == (k,):
+        vec, keep = b.new_id[o], False
+    else:
+        return None
+    if da.dtype != do.dtype:
+        return None
+    prod = b.call("mul", f"{n.target} (A @ b)", {"input": b.new_id[a], "other": vec}, {}, da)
+    return b.call("sum", f"{n.target} (A @ b)", {"input": prod}, {"dim": 1, "keepdim": keep},
+                  n)
+
+
+def _lower_product(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A matmul that is a scaling by a diagonal matrix or a matrix-vector product; None for
+    the others (they stay GEMMs)."""
+    got = _lower_diag_product(b, n, nodes)
+    return got if got is not None else _lower_matvec(b, n, nodes)
+
+
 _ZEROS = ("torch.zeros_like", "torch.zeros", "Tensor.new_zeros")
 
 
@@ -368,7 +404,7 @@ _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_n
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,
           **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
-          "einsum": _lower_einsum, "matmul": _lower_diag_product, "mm": _lower_diag_product,
+          "einsum": _lower_einsum, "matmul": _lower_product, "mm": _lower_product,
           "cumsum": _lower_exclusive_cumsum}
 
 

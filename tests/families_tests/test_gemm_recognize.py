@@ -76,7 +76,6 @@ NEGATIVE = {
     "rec_neg_int": ("int64", ["torch.mm", "int64"]),
     "rec_neg_mixed": ("mixed dtypes", ["mixed dtypes (bfloat16 and float32)"]),
     "rec_neg_batch_transpose": ("transpose", ["dims [0, 1]", "last two dims"]),
-    "rec_neg_matvec": ("torch.matmul", ["matrix-vector"]),
     "rec_neg_operand_reused": ("transpose", ["Tensor.t", "used both"]),
 }
 

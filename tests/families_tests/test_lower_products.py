@@ -1,6 +1,7 @@
 """Products KernelBench's level 1 writes that the families now read (2026-12-02): a tensor of
 any rank times a matrix ("bijl,lk->bijk", ``torch.matmul`` of a 4-d and a 2-d operand) folds
-its leading dims into M, and a product with ``torch.diag(d)`` is a pointwise scaling."""
+its leading dims into M, a product with ``torch.diag(d)`` is a pointwise scaling, and a
+matrix times a vector is a row reduction."""
 
 from __future__ import annotations
 
@@ -68,3 +69,28 @@ def test_the_diagonal_of_a_matrix_is_not_taken_for_a_diagonal_matrix(tmp_path):
     rec = _rec(tmp_path, "torch.diag(A) @ B", "torch.randn(512, 512), torch.randn(512, 256)")
     assert not rec.covered  # diag of a matrix is its diagonal (a vector): no product here
     assert "torch.diag" in rec.not_covered.reason
+
+
+@pytest.mark.parametrize(("forward", "inputs", "out"), [
+    ("torch.matmul(A, B)", "torch.randn(512, 4096), torch.randn(4096, 1)", "512x1"),
+    ("A @ B", "torch.randn(512, 4096), torch.randn(4096)", "512"),
+    ("torch.mm(A, B)", "torch.randn(512, 4096), torch.randn(4096, 1)", "512x1")])
+def test_a_matrix_times_a_vector_is_a_row_reduction(tmp_path, forward, inputs, out):
+    """KernelBench's matrix-vector product (2048 x 1M fp32 at its size): a GEMM with one
+    output column fills 1 / tile_n of each tile and 3xTF32 reads A three times; a row sum of
+    A * b reads A once."""
+    rec = _rec(tmp_path, forward, inputs)
+    assert rec.covered, rec.not_covered
+    plan = rec.plans[0]
+    assert plan.family == "row" and plan.op == "sum", plan.description
+    assert "prologue: mul" in plan.description
+
+
+@pytest.mark.parametrize(("forward", "inputs"), [
+    ("A @ B", "torch.randn(512, 4096), torch.randn(4096, 2)"),       # two columns
+    ("A @ B.t()", "torch.randn(512, 4096), torch.randn(1, 4096)"),   # a transposed operand
+    ("torch.matmul(A, B)", "torch.randn(4, 512, 4096), torch.randn(4096, 1)")])  # batched
+def test_other_thin_products_stay_gemms(tmp_path, forward, inputs):
+    rec = _rec(tmp_path, forward, inputs)
+    assert rec.covered, rec.not_covered
+    assert rec.plans[0].family == "gemm"
