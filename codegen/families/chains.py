@@ -11,6 +11,12 @@ into its normalising pass, group norm, and the mean with the ReLU.
 
 A chain is covered when every stage is, and no value computed before a cut is used after it
 except through the cut (that value would need a kernel output of its own).
+
+Where that line fails (several reductions of the inputs feeding one later op, as in a cosine
+similarity or a triplet-margin loss: three row sums, then a mean of a pointwise combination
+of them), the forward is cut at every anchor's *output* instead (:func:`dag_plan`): stage j
+is anchor j with the pointwise ops feeding it (recomputed from the inputs where two stages
+share them), writing ``_stage{j}``; the last stage reads any earlier ``_stage{i}`` it needs.
 """
 
 from __future__ import annotations
@@ -61,6 +67,67 @@ def _stage(cap: Captured, m: Matcher, start: int | None, end: int, j: int) -> Ca
     return replace(cap, nodes=tuple(nodes), output=end, forward_args=args)
 
 
+def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int) -> Captured:
+    """The forward of stage j of a DAG chain: what ``end`` needs, read from the inputs and from
+    the earlier stages' outputs (``cuts[i]`` as the input ``_stage{i}``), nothing else of an
+    earlier stage."""
+    index = {c: i for i, c in enumerate(cuts[:j])}
+    needed, todo = set(), [end]
+    while todo:
+        i = todo.pop()
+        if i in needed:
+            continue
+        needed.add(i)
+        if i not in index:
+            todo.extend(m.node(i).tensors.values())
+    nodes: list[Node] = []
+    for n in cap.nodes:
+        if n.id in index and n.id in needed:
+            nodes.append(Node(n.id, "input", f"_stage{index[n.id]}", shape=n.shape,
+                              dtype=n.dtype))
+        elif n.kind in ("input", "param", "output") or n.id in needed:
+            nodes.append(n)
+    used = tuple(f"_stage{index[c]}" for c in sorted(index, key=index.get) if c in needed)
+    return replace(cap, nodes=tuple(nodes), output=end, forward_args=cap.forward_args + used)
+
+
+def dag_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
+    """A chain cut at every anchor's output but the last (see the module docstring).
+
+    Raises:
+        NotCoveredError: a stage is not covered, or an earlier stage would write a loss.
+    """
+    m = Matcher(cap)
+    anchors = anchors_of(m, cap.output)
+    cuts = anchors[:-1]
+    if not cuts or any(not m.node(c).dtype for c in cuts):
+        raise NotCoveredError("not a chain of kernels", "chain")
+    ends = cuts + [cap.output]
+    names = ", ".join(m.node(a).op for a in anchors)
+    plans: list[Plan] = []
+    for j, end in enumerate(ends):
+        try:
+            plan = match(_dag_stage(cap, m, cuts, end, j))
+        except NotCoveredError as e:
+            raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of {len(ends)}, each "
+                                  f"reading the inputs and earlier results: {names})",
+                                  e.nc.op) from e
+        if j + 1 < len(ends) and plan.out_shape in ("scalar",):
+            raise NotCoveredError(f"kernel {j + 1} of a chain writes a loss", plan.op)
+        plans.append(plan)
+    return _chain_of(plans, cap)
+
+
+def _chain_of(plans: list[Plan], cap: Captured) -> Plan:
+    leaves = {lf.name: lf for p in plans for lf in p.leaves if not lf.name.startswith("_stage")}
+    desc = " -> ".join(f"[{p.family}] {p.description}" for p in plans)
+    last = plans[-1]
+    return Plan("chain", "+".join(p.op for p in plans), tuple(leaves.values()), plans[0].main,
+                Chain((), f"@{plans[0].main}"), Chain((), "%y"), (("stages", tuple(plans)),),
+                last.out_dtype, last.out_shape, cap.forward_args,
+                f"chain of {len(plans)} kernels: {desc}")
+
+
 def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
     """The chain of one plan per anchor (see the module docstring); ``match`` recognises one
     stage (a forward with one anchor). A stage whose pointwise tail does not fuse into its
@@ -106,10 +173,4 @@ def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
         if retry is None:
             break
         cuts = sorted(set(cuts) | {retry})
-    leaves = {lf.name: lf for p in plans for lf in p.leaves if not lf.name.startswith("_stage")}
-    desc = " -> ".join(f"[{p.family}] {p.description}" for p in plans)
-    last = plans[-1]
-    return Plan("chain", "+".join(p.op for p in plans), tuple(leaves.values()), plans[0].main,
-                Chain((), f"@{plans[0].main}"), Chain((), "%y"), (("stages", tuple(plans)),),
-                last.out_dtype, last.out_shape, cap.forward_args,
-                f"chain of {len(plans)} kernels: {desc}")
+    return _chain_of(plans, cap)

@@ -19,6 +19,9 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
   d).narrow(d, 0, x.size(d))``, KernelBench's spelling): ``cumsum(x) - x``;
 * a matrix times a vector (``A @ b``, b of shape (K, 1) or (K,)): ``sum(A * b, dim=1)``, a
   row reduction at memory speed instead of a GEMM with one output column;
+* ``F.cosine_similarity`` / ``nn.CosineSimilarity``: three sums over the dim, then
+  pointwise; ``F.triplet_margin_loss`` / ``nn.TripletMarginLoss`` (p = 2, no swap): two
+  pairwise distances, the hinge, the reduction (recognition makes chains of them);
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
   "bij,bkj->bik", "ki,kj->ij" ...), or a tensor of any rank times a matrix over its last
   letter ("bijl,lk->bijk"): a ``matmul`` of the operands, each transposed as its letters
@@ -363,6 +366,69 @@ def _lower_product(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     return got if got is not None else _lower_matvec(b, n, nodes)
 
 
+def _row_sum(b: _Builder, n: Node, x: int, dim: int, like: Node) -> int:
+    """sum(x, dim) of a lowered value x shaped like ``like``."""
+    shape = tuple(s for i, s in enumerate(like.shape) if i != dim % len(like.shape))
+    return b.call("sum", f"{n.target} (lowered)", {"input": x},
+                  {"dim": dim % len(like.shape), "keepdim": False}, like, shape)
+
+
+def _lower_cosine_similarity(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """``F.cosine_similarity(x1, x2, dim, eps)`` / ``nn.CosineSimilarity`` of two tensors of
+    one shape: ``sum(x1 * x2) / (max(sqrt(sum(x1 * x1)), eps) * max(sqrt(sum(x2 * x2)),
+    eps))`` over ``dim``: three row sums, then pointwise (a chain of kernels, the sums each
+    writing its result)."""
+    a, c = n.tensors.get("x1"), n.tensors.get("x2")
+    if a is None or c is None or nodes[a].shape != nodes[c].shape or not nodes[a].shape:
+        return None
+    like = nodes[a]
+    dim, eps = n.consts.get("dim", 1), n.consts.get("eps", 1e-8)
+    if not isinstance(dim, int) or not -len(like.shape) <= dim < len(like.shape) or \
+            not isinstance(eps, (int, float)):
+        return None
+    x1, x2 = b.new_id[a], b.new_id[c]
+    t = f"{n.target} (lowered)"
+    sums = [_row_sum(b, n, b.call("mul", t, {"input": u, "other": v}, {}, like), dim, like)
+            for u, v in ((x1, x2), (x1, x1), (x2, x2))]
+    norms = [b.call("clamp", t, {"input": b.call("sqrt", t, {"input": s}, {}, n)},
+                    {"min": float(eps)}, n) for s in sums[1:]]
+    den = b.call("mul", t, {"input": norms[0], "other": norms[1]}, {}, n)
+    return b.call("div", t, {"input": sums[0], "other": den}, {}, n)
+
+
+def _lower_triplet_margin_loss(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """``F.triplet_margin_loss`` / ``nn.TripletMarginLoss`` with p = 2 and no swap, of three
+    tensors of one shape: ``d(a, x) = sqrt(sum((a - x + eps) ** 2, -1))`` (pairwise_distance),
+    ``max(d(a, pos) - d(a, neg) + margin, 0)``, then the reduction: two row sums, then the
+    mean (a chain of kernels)."""
+    ids = [n.tensors.get(k) for k in ("anchor", "positive", "negative")]
+    if None in ids or len({tuple(nodes[i].shape) for i in ids}) != 1:
+        return None
+    like = nodes[ids[0]]
+    c = n.consts
+    margin, p, eps = c.get("margin", 1.0), c.get("p", 2.0), c.get("eps", 1e-6)
+    reduction = c.get("reduction", "mean")
+    if p != 2 or c.get("swap", False) or reduction not in ("mean", "sum", "none") or \
+            not like.shape or not all(isinstance(v, (int, float)) for v in (margin, eps)):
+        return None
+    t = f"{n.target} (lowered)"
+    a = b.new_id[ids[0]]
+    dists = []
+    for other in ids[1:]:
+        diff = b.call("sub", t, {"input": a, "other": b.new_id[other]}, {}, like)
+        shifted = b.call("add", t, {"input": diff}, {"other": float(eps)}, like)
+        sq = b.call("mul", t, {"input": shifted, "other": shifted}, {}, like)
+        s = _row_sum(b, n, sq, -1, like)
+        dists.append(b.call("sqrt", t, {"input": s}, {}, b.nodes[s]))
+    row = b.nodes[dists[0]]
+    gap = b.call("sub", t, {"input": dists[0], "other": dists[1]}, {}, row)
+    loss = b.call("clamp", t, {"input": b.call("add", t, {"input": gap},
+                                              {"other": float(margin)}, row)}, {"min": 0.0}, row)
+    if reduction == "none":
+        return loss
+    return b.call(reduction, t, {"input": loss}, {}, n)
+
+
 _ZEROS = ("torch.zeros_like", "torch.zeros", "Tensor.new_zeros")
 
 
@@ -405,7 +471,8 @@ _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_n
           "kl_div": _lower_loss,
           **{f"adaptive_{k}_pool{d}d": _lower_adaptive for k in ("avg", "max") for d in (1, 2, 3)},
           "einsum": _lower_einsum, "matmul": _lower_product, "mm": _lower_product,
-          "cumsum": _lower_exclusive_cumsum}
+          "cumsum": _lower_exclusive_cumsum, "cosine_similarity": _lower_cosine_similarity,
+          "triplet_margin_loss": _lower_triplet_margin_loss}
 
 
 def lower(cap: Captured) -> Captured:

@@ -104,6 +104,9 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "mse_loss": ("input", "target", "size_average", "reduce", "reduction"),
     "l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
     "kl_div": ("input", "target", "size_average", "reduce", "reduction", "log_target"),
+    "cosine_similarity": ("x1", "x2", "dim", "eps"),
+    "triplet_margin_loss": ("anchor", "positive", "negative", "margin", "p", "eps", "swap",
+                            "size_average", "reduce", "reduction"),
     "softshrink": ("input", "lambd"), "threshold": ("input", "threshold", "value"),
     "matmul": ("input", "other"), "mm": ("input", "other"), "bmm": ("input", "other"),
     "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2", "beta", "alpha"),
@@ -169,6 +172,8 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.threshold: ("threshold", True), F.smooth_l1_loss: ("smooth_l1_loss", True),
         F.huber_loss: ("huber_loss", True), F.mse_loss: ("mse_loss", True),
         F.l1_loss: ("l1_loss", True), F.kl_div: ("kl_div", True),
+        F.cosine_similarity: ("cosine_similarity", True),
+        F.triplet_margin_loss: ("triplet_margin_loss", True),
         **{getattr(F, f"{k}_pool{d}d"): (f"{k}_pool{d}d", True) for k in ("max", "avg")
            for d in (1, 2, 3)},
         **{getattr(F, f"adaptive_{k}_pool{d}d"): (f"adaptive_{k}_pool{d}d", True)
@@ -298,7 +303,10 @@ def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     losses = {nn.SmoothL1Loss: ("smooth_l1_loss", ("reduction", "beta")),
               nn.HuberLoss: ("huber_loss", ("reduction", "delta")),
               nn.MSELoss: ("mse_loss", ("reduction",)), nn.L1Loss: ("l1_loss", ("reduction",)),
-              nn.KLDivLoss: ("kl_div", ("reduction", "log_target"))}
+              nn.KLDivLoss: ("kl_div", ("reduction", "log_target")),
+              nn.CosineSimilarity: ("cosine_similarity", ("dim", "eps")),
+              nn.TripletMarginLoss: ("triplet_margin_loss", ("margin", "p", "eps", "swap",
+                                                             "reduction"))}
     for cls, (name, attrs) in losses.items():
         if type(mod) is cls:
             return name, {a: getattr(mod, a) for a in attrs}
@@ -337,6 +345,11 @@ def _swaps_last_two(perm: Any) -> bool:
     return [d % nd for d in perm] == [*range(nd - 2), nd - 1, nd - 2]
 
 
+#: The forward arguments of the modules that take other than (input, target).
+_MODULE_ARGS = {"cosine_similarity": ("x1", "x2"),
+                "triplet_margin_loss": ("anchor", "positive", "negative")}
+
+
 def _bind(names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     out = dict(zip(names, args, strict=False))
     if len(args) > len(names):
@@ -363,7 +376,7 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
         for v in consts.values():
             if isinstance(v, dict) and "path" in v:
                 v["path"] = f"{n.target}.{v['path']}"
-        bound = _bind(("input", "target"), args, kwargs)
+        bound = _bind(_MODULE_ARGS.get(op, ("input", "target")), args, kwargs)
         target = f"nn.{type(mod).__name__}"
     elif n.op == "call_method":
         name = str(n.target)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
-from cutegen.codegen.families.chains import anchors_of, chain_plan
+from cutegen.codegen.families.chains import anchors_of, chain_plan, dag_plan
 from cutegen.codegen.families.conv_match import conv_ids, conv_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
@@ -77,6 +77,10 @@ def _match(cap: Captured) -> Plan:
     try:
         return chain_plan(cap, _match_stage)
     except NotCoveredError as e:
+        try:  # several results feeding one op: one kernel per anchor, each writing its result
+            return dag_plan(cap, _match_stage)
+        except NotCoveredError:
+            pass
         raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
 
 
