@@ -28,6 +28,7 @@
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
+#   reduce-bench4  exclusive cumsum, matrix-vector, cosine and triplet losses           ~5
 #   gemm19         issue 19's GEMM cases (tril / triu, einsum, ops after logsumexp):
 #                  correctness and times with baselines (test_gemm19.py)              ~5
 #   llm-uncovered  a task no family covers: the built-in refusal, then a mixed search against
@@ -140,6 +141,9 @@ for s in "$@"; do
     reduce-bench3)
       step reduce_bench3 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only pool --out "$out/bench_reduce3" ;;
+    reduce-bench4)  # the level-1 forms added on 2026-12-02 (lowered, and chains cut at each sum)
+      step reduce_bench4 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
+        --only cumsum_exclusive,matvec,cosine_loss,triplet_loss --out "$out/bench_reduce4" ;;
     gemm19)
       step gemm19 560 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
         -p no:cacheprovider ;;
