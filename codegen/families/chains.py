@@ -72,14 +72,7 @@ def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int) -> 
     the earlier stages' outputs (``cuts[i]`` as the input ``_stage{i}``), nothing else of an
     earlier stage."""
     index = {c: i for i, c in enumerate(cuts[:j])}
-    needed, todo = set(), [end]
-    while todo:
-        i = todo.pop()
-        if i in needed:
-            continue
-        needed.add(i)
-        if i not in index:
-            todo.extend(m.node(i).tensors.values())
+    needed = m.ancestors(end, stop=set(index))
     nodes: list[Node] = []
     for n in cap.nodes:
         if n.id in index and n.id in needed:

@@ -120,15 +120,17 @@ class Matcher:
                 f"the input of {what} is not computed from a tensor of its shape", "broadcast")
         return sorted(mains, key=lambda lf: (lf.source != "input", lf.name != x.op))[0].name
 
-    def ancestors(self, start: int) -> set[int]:
+    def ancestors(self, start: int, stop: set[int] | frozenset[int] = frozenset()) -> set[int]:
+        """``start`` and every node it depends on; the walk does not go past a node in
+        ``stop`` (which is included when reached)."""
         seen, todo = set(), [start]
         while todo:
             i = todo.pop()
             if i in seen:
                 continue
             seen.add(i)
-            n = self.nodes[i]
-            todo.extend(n.tensors.values())
+            if i not in stop:
+                todo.extend(self.nodes[i].tensors.values())
         return seen
 
     def users(self, i: int, within: set[int]) -> list[int]:
