@@ -14,7 +14,10 @@ worker it can kill) and called at the task's shape after three warm-up calls:
 * ``eager_us``: the task's own Model the same way (``span``), for scale.
 
 ``--profile`` prints the top of a cProfile of the calls of each task (where the host time
-goes: our launch code, the DSL's argument marshalling, torch allocations).
+goes: our launch code, the DSL's argument marshalling, torch allocations). ``--kernels``
+prints each kernel's GPU time per call (torch.profiler), to say which launch of a call is
+slow. ``--set KEY=VALUE`` (repeatable) overrides one of the candidate's TUNABLES before its
+first call, to compare knob settings side by side on one machine.
 """
 
 from __future__ import annotations
@@ -73,7 +76,41 @@ def _graph_us(fn, calls: int) -> float | None:
         return None
 
 
-def probe(task_name: str, calls: int, profile: bool, tmp: Path) -> dict:
+def _kernel_us(fn, calls: int) -> list[tuple[str, float]]:
+    """(kernel name, GPU µs per call) for each kernel the calls launch, slowest first."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        total = getattr(ev, "device_time_total", None)
+        if total is None:
+            total = getattr(ev, "cuda_time_total", 0.0)
+        if total > 0 and ev.count:
+            rows.append((ev.key, total / calls))
+    return sorted(rows, key=lambda r: -r[1])
+
+
+def _parse_sets(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key] = val
+    return out
+
+
+def probe(task_name: str, calls: int, profile: bool, tmp: Path, kernels: bool = False,
+          sets: dict | None = None) -> dict:
     import torch
 
     from cutegen.codegen.families.moves import family_proposals
@@ -87,6 +124,10 @@ def probe(task_name: str, calls: int, profile: bool, tmp: Path) -> dict:
     cand_path.write_text(props[0].candidate.code)
     tmod = _load(f"task_{task_name}", Path(task.path))
     cmod = _load(f"cand_{task_name}", cand_path)
+    for key, val in (sets or {}).items():
+        if key not in cmod.TUNABLES:
+            raise KeyError(f"{key} is not one of the candidate's TUNABLES ({sorted(cmod.TUNABLES)})")
+        cmod.TUNABLES[key] = val
     torch.manual_seed(0)
     ref = tmod.Model(*tmod.get_init_inputs()).cuda()
     torch.manual_seed(0)
@@ -101,7 +142,9 @@ def probe(task_name: str, calls: int, profile: bool, tmp: Path) -> dict:
         graph = _graph_us(lambda: new(*inputs), calls)
         _, eager = _span_us(lambda: ref(*inputs), calls)
         row = {"task": task_name, "host_us": host, "span_us": span, "graph_us": graph,
-               "eager_us": eager, "max_abs_err": err}
+               "eager_us": eager, "max_abs_err": err, "set": sets or {}}
+        if kernels:
+            row["kernels"] = _kernel_us(lambda: new(*inputs), calls)
         if profile:
             prof = cProfile.Profile()
             prof.enable()
@@ -110,7 +153,9 @@ def probe(task_name: str, calls: int, profile: bool, tmp: Path) -> dict:
             prof.disable()
             torch.cuda.synchronize()
             buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+            stats = pstats.Stats(prof, stream=buf)
+            stats.sort_stats("tottime").print_stats(20)
+            stats.sort_stats("cumulative").print_stats(25)
             row["profile"] = buf.getvalue()
     return row
 
@@ -124,8 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("tasks", nargs="+", help="bundled task names")
     ap.add_argument("--calls", type=int, default=100, help="calls per measurement")
     ap.add_argument("--profile", action="store_true", help="print a cProfile per task")
+    ap.add_argument("--kernels", action="store_true", help="print each kernel's GPU µs per call")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one of the candidate's TUNABLES (repeatable)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
+    sets = _parse_sets(args.set)
     import torch
 
     if not torch.cuda.is_available():
@@ -137,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
             try:
-                row = probe(name, args.calls, args.profile, Path(tmp))
+                row = probe(name, args.calls, args.profile, Path(tmp), args.kernels, sets)
             except Exception as exc:  # noqa: BLE001 - one task's failure is its row
                 row = {"task": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             rows.append(row)
@@ -147,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {_fmt(row['host_us'])} | {_fmt(row['span_us'])} | "
                   f"{_fmt(row['graph_us'])} | {_fmt(row['eager_us'])} | "
                   f"{row['max_abs_err']:.3g} |", flush=True)
+    for row in rows:
+        for kname, us in row.get("kernels", []):
+            print(f"  {row['task']}: {us:9.1f} us  {kname[:110]}")
     for row in rows:
         if row.get("profile"):
             print(f"\n## {row['task']}\n{row['profile']}")
