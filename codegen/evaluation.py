@@ -179,6 +179,11 @@ class Roofline:
         return self.bound_us / time_us if time_us > 0 else math.inf
 
 
+#: A call whose GPU waits on the host this part of its span or more is called host-bound
+#: (reports and prompts say so: fewer launches, or less Python between them, would win).
+HOST_BOUND = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """The frozen result of evaluating one candidate against one task.
@@ -202,6 +207,9 @@ class Evaluation:
         artifacts: paths (relative to the run directory) of PTX / cubin / SASS / logs.
         log_tail: the end of the candidate's stdout and stderr (capped).
         energy_j: joules per call where measured.
+        busy_us: the median over the timed calls of the summed durations of each call's GPU
+            work (the native observer's records). ``timing`` is the span of that work, so the
+            difference is time the GPU waited on the host between the call's launches.
         gpu: the device name the numbers were taken on.
         harness_version: :data:`HARNESS_VERSION` when this was computed.
     """
@@ -225,6 +233,7 @@ class Evaluation:
     artifacts: Mapping[str, str] = field(default_factory=dict)
     log_tail: str = ""
     energy_j: float | None = None
+    busy_us: float | None = None
     gpu: str = ""
     harness_version: int = HARNESS_VERSION
 
@@ -254,6 +263,15 @@ class Evaluation:
         if self.timing and self.roofline:
             return self.roofline.fraction(self.timing.median_us)
         return None
+
+    @property
+    def host_wait_fraction(self) -> float | None:
+        """The part of the candidate's median span in which the GPU ran none of its work:
+        waiting on the host between launches (Python, argument marshalling). None when the
+        observer's busy time is not known."""
+        if self.timing is None or self.busy_us is None or self.timing.median_us <= 0:
+            return None
+        return max(0.0, 1.0 - self.busy_us / self.timing.median_us)
 
     @property
     def max_abs_err(self) -> float | None:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from cutegen.codegen.evaluation import Evaluation, Timing, TrialResult
+from cutegen.codegen.evaluation import HOST_BOUND, Evaluation, Timing, TrialResult
 from cutegen.codegen.rewriters.base import LessonView, RewriteContext
 from cutegen.codegen.tasks import Task
 from cutegen.errors import CuteGenError
@@ -185,6 +185,11 @@ def format_timings(ev: Evaluation) -> str:
                      f"{r.bandwidth_gbs:.0f} GB/s, {r.flops / 1e9:.2f} GFLOP): "
                      f"{r.bound_us:.1f} us; this candidate runs at "
                      f"{100 * ev.roofline_fraction:.0f}% of it.")
+    wait = ev.host_wait_fraction
+    if wait is not None and ev.busy_us is not None and wait >= HOST_BOUND:
+        lines.append(f"The GPU was busy {ev.busy_us:.1f} us of that time and waited on the host "
+                     f"for the rest ({100 * wait:.0f}%): the launches of one call are too many "
+                     "or too far apart (Python between them); fewer, fused kernels win here.")
     return "\n".join(lines)
 
 

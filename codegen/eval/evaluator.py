@@ -435,6 +435,7 @@ class LocalEvaluator:
                            "context on this GPU when the timing ended: the times may be too slow")
         shutil.rmtree(run.w.workdir, ignore_errors=True)
         seconds = {k: round(v, 4) for k, v in run.st.seconds.items() if k != "start"}
+        busy_us = statistics.median(d.busy) if timing and d.busy else None
         return Evaluation(
             candidate_sha256=cand.sha256, task_sha256=self.task.sha256, stage=d.stage,
             verdict=verdict, message=message, details=tuple(x for x in details if x),
@@ -442,7 +443,7 @@ class LocalEvaluator:
             timing=timing, eager=eager if timing else None, compiled=comp if timing else None,
             roofline=rl, flags=tuple(flags), kernels=tuple(f.kernel_names), precision=precision,
             stage_seconds=seconds, compile_cached=entry is not None, artifacts=artifacts,
-            log_tail=plain_text(log_tail), gpu=self.gpu_name)
+            log_tail=plain_text(log_tail), busy_us=busy_us, gpu=self.gpu_name)
 
     def _above_roofline(self, cand: CandidateSource, timing: Timing, busy_us: float, rl: Any,
                         message: str) -> tuple[Verdict, str, list[str]]:

@@ -153,6 +153,9 @@ def print_evaluation(e: Any) -> None:
                                 ("speedup vs compile", e.compiled, e.speedup_compile)):
             if sp:
                 tab.add_row(label, f"{sp:.2f}x{_ci(base, e.timing)}")
+        if e.busy_us is not None and e.host_wait_fraction is not None:
+            tab.add_row("GPU busy", f"{e.busy_us:,.2f} us of the span; the GPU waited on the "
+                        f"host {100 * e.host_wait_fraction:.0f}% of it (between launches)")
         if e.roofline_fraction is not None and e.roofline:
             tab.add_row("roofline", f"{100 * e.roofline_fraction:.1f}% of the {e.roofline.kind} "
                         f"bound ({e.roofline.bound_us:,.2f} us)")

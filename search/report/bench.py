@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cutegen.codegen.evaluation import HOST_BOUND
 from cutegen.codegen.roofline import Ceilings
 from cutegen.codegen.stats import bootstrap_ratio_ci
 from cutegen.codegen.suites import SuiteTask
@@ -58,6 +59,7 @@ class TaskResult:
     llm_usd: float = 0.0
     flags: tuple[str, ...] = ()
     retimed_us: float | None = None
+    busy_us: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -103,6 +105,9 @@ def sanity_flags(r: TaskResult, *, eval_flags: Sequence[str] = (),
             and r.frac_compile >= 0.85):
         out.append(f"{r.speedup_compile:.2f}x vs torch.compile, which is already at "
                    f"{100 * r.frac_compile:.0f}% of the bound")
+    if r.busy_us is not None and r.best_us and r.busy_us < (1 - HOST_BOUND) * r.best_us:
+        out.append(f"host-bound: the GPU worked {r.busy_us:,.1f} of the {r.best_us:,.1f} us "
+                   "and waited on the host between launches for the rest")
     out += [f"evaluation flag: {f}" for f in eval_flags]
     if suspicious:
         out.append(f"{suspicious} candidate(s) judged suspicious (kept out of the best)")
@@ -150,7 +155,7 @@ def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
                 bytes_moved=rl.bytes_moved if rl else 0, flops=rl.flops if rl else 0,
                 frac_kernel=frac(ev.timing.median_us), frac_eager=frac(eager_us),
                 frac_compile=frac(compile_us), evals_to_best=first.index,
-                gpu_min_to_best=first.gpu_minutes,
+                gpu_min_to_best=first.gpu_minutes, busy_us=ev.busy_us,
                 retimed_us=latest_retime_us(storage.get_best_history(run.id), best.id))
     return replace(r, flags=sanity_flags(r, eval_flags=ev.flags,
                                          suspicious=verdicts.get("suspicious", 0)))

@@ -208,6 +208,8 @@ def test_positive_control_is_correct_with_baselines(scale_shift_task, make_candi
     assert e.verdict == V.CORRECT, (e.message, e.details, e.log_tail[-3000:])
     assert e.timing and e.timing.n == 30 and e.eager and e.compiled
     assert e.speedup_eager and e.roofline and 0 < e.roofline_fraction < 1.0
+    # the observer's busy time: the call's GPU work, never more than its span
+    assert e.busy_us is not None and 0 < e.busy_us <= 1.05 * e.timing.median_us
     assert all(t.passed for t in e.trials) and len(e.trials) >= 5
     assert any(t.label.startswith("batch_size=127") for t in e.trials)
 

@@ -347,6 +347,36 @@ def test_timing_summary_and_evaluation_round_trip():
                    roofline=roofline(bytes_moved=10**9, flops=0), flags=("host_bound",))
     back = Evaluation.from_dict(e.to_dict())
     assert back == e and back.speedup_eager == 2.0
+    assert back.busy_us is None and back.host_wait_fraction is None  # not known: not guessed
+
+
+def test_the_gpu_busy_time_says_how_long_the_gpu_waited_on_the_host():
+    # on the H200 a three-launch call's span was 225 us against 105 us of kernels: the rest
+    # was Python between the launches, which no report or prompt said
+    from cutegen.codegen.prompting import format_timings
+
+    t = Timing.from_samples([225.0, 224.0, 226.0])
+    e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                   verdict=Verdict.CORRECT, timing=t, busy_us=105.0)
+    back = Evaluation.from_dict(e.to_dict())
+    assert back == e and back.host_wait_fraction == pytest.approx(1 - 105 / 225)
+    assert "waited on the host" in format_timings(e) and "53%" in format_timings(e)
+    busy = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                      verdict=Verdict.CORRECT, timing=t, busy_us=220.0)
+    assert "waited on the host" not in format_timings(busy)
+    old = {k: v for k, v in e.to_dict().items() if k != "busy_us"}  # a row from before
+    assert Evaluation.from_dict(old).busy_us is None
+
+
+def test_cutegen_eval_prints_the_gpu_busy_time(capsys):
+    from cutegen.cli.eval import print_evaluation
+
+    e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                   verdict=Verdict.CORRECT, timing=Timing.from_samples([225.0] * 3),
+                   busy_us=105.0)
+    print_evaluation(e)
+    out = capsys.readouterr().out
+    assert "GPU busy" in out and "105.00 us of the span" in out and "53%" in out
 
 
 def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():

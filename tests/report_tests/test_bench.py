@@ -143,6 +143,14 @@ def test_sanity_flags():
     assert sanity_flags(ok("fine", 3.0, 1.5, frac=0.9)) == ()
 
 
+def test_a_host_bound_best_is_named():
+    r = TaskResult("t", "fp32", "A", "ok", best_us=253.0, busy_us=105.5)
+    (flag,) = sanity_flags(r)
+    assert flag.startswith("host-bound") and "105.5 of the 253.0 us" in flag
+    assert sanity_flags(TaskResult("t", "fp32", "A", "ok", best_us=253.0, busy_us=240.0)) == ()
+    assert sanity_flags(TaskResult("t", "fp32", "A", "ok", best_us=253.0)) == ()
+
+
 def test_a_best_the_gate_re_timed_differently_is_flagged():
     # on the H200 a run's first evaluation measured 2377 us; the gate's re-timing of the
     # same kernel in fresh workers gave 2287 us, and the table printed 2377 without a word
