@@ -149,7 +149,7 @@ for s in "$@"; do
         -p no:cacheprovider ;;
     llm-uncovered)
       if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
-        echo "llm-uncovered: openai / pydantic are not in /tmp/site (install their wheels there first)" \
+        echo "llm-uncovered: openai / pydantic are not in /tmp/site (tools/device_wheels.sh says how to bring them)" \
           | tee -a "$out/steps.log"
       else
         PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_uncovered 560 $py \
@@ -157,7 +157,7 @@ for s in "$@"; do
       fi ;;
     llm-demo)
       if ! PYTHONPATH=/tmp/site:${PYTHONPATH:-} $py -c "import openai, pydantic" 2>/dev/null; then
-        echo "llm-demo: openai / pydantic are not in /tmp/site (install their wheels there first)" \
+        echo "llm-demo: openai / pydantic are not in /tmp/site (tools/device_wheels.sh says how to bring them)" \
           | tee -a "$out/steps.log"
       else
         PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_demo 560 $py tools/llm_demo.py
