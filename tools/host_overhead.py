@@ -16,7 +16,7 @@ worker it can kill) and called at the task's shape after three warm-up calls:
 ``--profile`` prints the top of a cProfile of the calls of each task (where the host time
 goes: our launch code, the DSL's argument marshalling, torch allocations). ``--kernels``
 prints each kernel's GPU time per call (torch.profiler), to say which launch of a call is
-slow. ``--set KEY=VALUE`` (repeatable) overrides one of the candidate's TUNABLES before its
+slow, then the host time of each CUDA runtime call (a blocking allocation or sync shows there). ``--set KEY=VALUE`` (repeatable) overrides one of the candidate's TUNABLES before its
 first call, to compare knob settings side by side on one machine.
 """
 
@@ -77,23 +77,29 @@ def _graph_us(fn, calls: int) -> float | None:
 
 
 def _kernel_us(fn, calls: int) -> list[tuple[str, float]]:
-    """(kernel name, GPU µs per call) for each kernel the calls launch, slowest first."""
+    """(name, µs per call) for each kernel the calls launch (GPU time), then for each CUDA
+    runtime / driver call they make (host time: a launch, an allocation or a synchronisation
+    that blocks shows here), slowest first within each."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    rows = []
+    kernels, api = [], []
     for ev in prof.key_averages():
-        total = getattr(ev, "device_time_total", None)
-        if total is None:
-            total = getattr(ev, "cuda_time_total", 0.0)
-        if total > 0 and ev.count:
-            rows.append((ev.key, total / calls))
-    return sorted(rows, key=lambda r: -r[1])
+        if not ev.count:
+            continue
+        device = getattr(ev, "device_time_total", None)
+        if device is None:
+            device = getattr(ev, "cuda_time_total", 0.0)
+        if device > 0:
+            kernels.append((ev.key, device / calls))
+        elif ev.key.startswith(("cuda", "cu", "aten::empty")) and ev.cpu_time_total > 0:
+            api.append((f"[host] {ev.key} x{ev.count / calls:g}", ev.cpu_time_total / calls))
+    return sorted(kernels, key=lambda r: -r[1]) + sorted(api, key=lambda r: -r[1])
 
 
 def _parse_sets(items: list[str]) -> dict:
@@ -169,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("tasks", nargs="+", help="bundled task names")
     ap.add_argument("--calls", type=int, default=100, help="calls per measurement")
     ap.add_argument("--profile", action="store_true", help="print a cProfile per task")
-    ap.add_argument("--kernels", action="store_true", help="print each kernel's GPU µs per call")
+    ap.add_argument("--kernels", action="store_true",
+                    help="print each kernel's GPU µs per call, and each CUDA API call's host µs")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one of the candidate's TUNABLES (repeatable)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
