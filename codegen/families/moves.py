@@ -26,7 +26,9 @@ the timeline's ``hint.fuse_kernels``) and turns each into preferred moves: a kno
 up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too few warps) or
 the fuse move. Those
 proposals carry ``params["hint"]`` (the finding's key) and the built-in rewriter offers them
-before other moves of the same cost.
+before other moves of the same cost. The parent's evaluation counts as a fuse hint
+(``"evaluation.host_bound"``) when the GPU waited on the host for a quarter of the call or
+more (``Evaluation.host_wait_fraction``): fusing removes launches, and the Python between them.
 
 **GEMM parents** (``FAMILY["family"] == "gemm"``, see :mod:`.gemm`) have no strategies and
 nothing to fuse or split; :func:`gemm_moves` changes one knob at a time to each other value
@@ -51,6 +53,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
+from cutegen.codegen.evaluation import HOST_BOUND
 from cutegen.codegen.families.conv import CONV_VARIANTS
 from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
@@ -310,10 +313,20 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
                                Move("strategy", desc, "cheap",
                                     {"name": "strategy", "from": strat.value, "to": s,
                                      "family": fam.get("family")}))
-    yield from _fuse_moves(ctx, fam, tunables, any(r.fuse for r in rules))
+    hint = ("hint.fuse_kernels" if any(r.fuse for r in rules)
+            else "evaluation.host_bound" if _host_bound(ctx) else None)
+    yield from _fuse_moves(ctx, fam, tunables, hint)
 
 
-def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict, hinted: bool) -> Iterator[Proposal]:
+def _host_bound(ctx: RewriteContext) -> bool:
+    """Whether the parent's evaluation saw the GPU wait on the host for a quarter of the call
+    or more (between launches): fusing the pointwise kernels back in removes launches."""
+    wait = ctx.evaluation.host_wait_fraction if ctx.evaluation is not None else None
+    return wait is not None and wait >= HOST_BOUND
+
+
+def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict,
+                hint: str | None) -> Iterator[Proposal]:
     rec = recognition_for(ctx.task)
     plan = next((p for p in rec.plans if p.family == fam.get("family") and p.op == fam.get("op")),
                 None)
@@ -330,8 +343,8 @@ def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict, hinted: bool) ->
     else:
         desc = f"fuse the pointwise ops into the {plan.op} kernel"
     params: dict[str, object] = {"fuse": not fused}
-    if hinted and not fused:
-        params["hint"] = "hint.fuse_kernels"
+    if hint and not fused:
+        params["hint"] = hint
     yield Proposal(CandidateSource(code, f"builtin:{desc}"), Move("fuse", desc, "cheap", params))
 
 

@@ -147,6 +147,26 @@ def test_fuse_hint_prefers_fusing():
                                                                 "hint": "hint.fuse_kernels"}
 
 
+def test_a_host_bound_parent_is_fused_first():
+    # the evaluator's busy time: the GPU waited on the host between the parent's launches
+    from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
+
+    task, props = _initial("t/softmax_scale_bias_bf16")
+
+    def ev(busy):
+        return Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                          verdict=Verdict.CORRECT, timing=Timing.from_samples([100.0] * 3),
+                          busy_us=busy)
+
+    waited = _ctx(task, props[-1].candidate, evaluation=ev(40.0))
+    first = BuiltinRewriter().propose(waited, n=2, cost="cheap", rng=random.Random(0))[0]
+    assert first.move.kind == "fuse" and first.move.params == {"fuse": True,
+                                                                "hint": "evaluation.host_bound"}
+    busy = _ctx(task, props[-1].candidate, evaluation=ev(95.0))
+    fuse = next(p for p in family_moves(busy) if p.move.kind == "fuse")
+    assert "hint" not in fuse.move.params
+
+
 def test_hint_rules_are_well_formed():
     assert {r.key for r in HINT_RULES} >= {"hint.vector_width", "hint.spills",
                                            "hint.fuse_kernels"}
