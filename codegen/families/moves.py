@@ -21,7 +21,7 @@ profiler-guided knob changes.
 :data:`HINT_RULES` matches them by key and value, never by wording (the sass profiler's
 ``hint.vector_width`` and ``hint.spills``; ``hint.occupancy`` whose value is what limits it:
 "registers", "shared_memory", "warps" or "blocks"; ``hint.stall`` = "long_scoreboard";
-the timeline's ``hint.fuse_kernels``) and turns each into preferred moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
+the timeline's ``hint.fuse_kernels`` and ``hint.launch_overhead``) and turns each into preferred moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
 ``vals_per_thread`` / ``rows_per_thread`` down for spills and register-limited occupancy,
 up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too few warps) or
 the fuse move. Those
@@ -90,6 +90,7 @@ HINT_RULES: tuple[HintRule, ...] = (
     HintRule("hint.stall", ("long_scoreboard",),
              (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1))),
     HintRule("hint.fuse_kernels", (), fuse=True),
+    HintRule("hint.launch_overhead", (), fuse=True),  # launching costs more than the kernels
 )
 
 #: Hint rules for gemm parents (knobs of :func:`cutegen.codegen.families.gemm.gemm_knobs`).

@@ -171,6 +171,8 @@ def test_hint_rules_are_well_formed():
     assert {r.key for r in HINT_RULES} >= {"hint.vector_width", "hint.spills",
                                            "hint.fuse_kernels"}
     assert hint_rules((Finding("sass.ldg_max_bits", 64, "nothing to act on"),)) == []
+    # launching that costs more than the kernels run asks for fewer launches: the fuse move
+    assert hint_rules((Finding("hint.launch_overhead", 566.0, "launching costs"),))[0].fuse
     # a reworded summary changes nothing: only the key and value are read
     assert hint_rules((Finding("hint.spills", 3, "reworded freely"),))[0].key == "hint.spills"
 
