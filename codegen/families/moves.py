@@ -314,8 +314,9 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
                                Move("strategy", desc, "cheap",
                                     {"name": "strategy", "from": strat.value, "to": s,
                                      "family": fam.get("family")}))
-    hint = ("hint.fuse_kernels" if any(r.fuse for r in rules)
-            else "evaluation.host_bound" if _host_bound(ctx) else None)
+    hint = next((r.key for r in rules if r.fuse), None)  # the finding that asks for fusing
+    if hint is None and _host_bound(ctx):
+        hint = "evaluation.host_bound"
     yield from _fuse_moves(ctx, fam, tunables, hint)
 
 
