@@ -83,7 +83,7 @@ with torch.no_grad():
     m(*task.get_inputs())
     first = len(launches)
     m(*task.get_inputs())
-log = {"launches": list(launches), "first": first,
+log = {"launches": list(launches), "first": first, "dsl_calls": len(dsl_calls),
        "direct_ok": [v[1] for v in cand._DIRECT.values()]}
 # a function whose marshalling differs from _flat's is refused and goes through the DSL's call
 fn = list(cand._DIRECT.values())[-1][0]  # one launched on every call
@@ -133,6 +133,7 @@ def test_every_launch_hands_over_the_dsls_own_values(name):
     launches = log["launches"]
     assert log["first"] >= 1 and len(launches) >= 2 * log["first"] - 1, log
     assert all(x["direct"] for x in launches), launches  # none through the DSL's call
+    assert log["dsl_calls"] == 0, log  # and no launch that bypassed _go
     assert all(x["same"] for x in launches), launches  # the DSL's bytes, on every launch
     assert log["direct_ok"] and all(log["direct_ok"]), log
     # a function whose marshalling the check cannot match is launched by the DSL's call
