@@ -42,6 +42,10 @@
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   host           tools/host_overhead.py on conv tasks and two row tasks: host against
 #                  GPU time per call (issue 20's launch path)                          ~3
+#   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
+#                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
+#   direct-gpu     the GPU suites on the direct launches: the families' cases, the conv smoke
+#                  cases, the evaluator's suite (-n 2: times beside other workers drift)     ~9
 #   long-gpu       issue 17: the long suite's rows (default and smem_row) and GEMMs (fp32
 #                  Linear chains, cluster 2x1 at M = 1, the skinny bf16 product)     ~8
 #   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
@@ -182,6 +186,17 @@ for s in "$@"; do
       step host 240 $py tools/host_overhead.py conv2d_bf16 conv2d_grouped_bf16 \
         conv_transpose2d_bf16 conv2d_groupnorm_scale_maxpool_clamp_bf16 conv2d_fp32 \
         softmax_bf16 sum_dim1_fp32 --calls 100 --json "$out/host.json" ;;
+    host-why)
+      step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
+        conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
+        --json "$out/host_why.json" ;;
+    direct-gpu)
+      step direct_families 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 2 -p no:cacheprovider -k "not long-"
+      step direct_conv_smoke 150 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -k smoke -p no:cacheprovider
+      step direct_evaluator 240 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
+        -n 2 -p no:cacheprovider ;;
     long-gpu)  # issue 17: the long suite's row tasks, default and smem_row (6 GB each)
       step long_gpu 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -p no:cacheprovider -k "long-"
