@@ -180,10 +180,11 @@ class FakeEvaluator:
                               stage_seconds={"compile": 0.5}, **common)
         rng = random.Random(f"{self.seed}:{candidate.sha256}:evaluate")
         t = self.true_time_us(candidate.code)
+        timing = Timing.from_samples(self._samples(t, self.samples, rng))
         return Evaluation(
-            stage=Stage.BENCHMARK, verdict=verdict, message="correct",
-            timing=Timing.from_samples(self._samples(t, self.samples, rng)),
+            stage=Stage.BENCHMARK, verdict=verdict, message="correct", timing=timing,
             eager=Timing.from_samples(self._samples(self.eager_us, self.samples, rng)),
+            busy_us=round(0.95 * timing.median_us, 3),  # the GPU busy most of the span
             stage_seconds={"compile": 0.5, "verify": 0.2, "benchmark": 0.3}, **common)
 
     def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3

@@ -189,8 +189,10 @@ def print_node(d: dict[str, Any]) -> None:
     ev = d["evaluation"]
     if ev:
         t = ev.get("timing") or {}
+        busy = ev.get("busy_us")
         click.echo(f"evaluation: {ev['verdict']} at {ev['stage']}: {ev['message']}"
-                   + (f"; median {t['median_us']:.2f} us" if t else ""))
+                   + (f"; median {t['median_us']:.2f} us" if t else "")
+                   + (f", the GPU busy {busy:.2f} us of it" if t and busy is not None else ""))
         for line in ev.get("details", [])[:10]:
             click.echo(f"  {line}")
     for g in d["guidance"]:

@@ -234,6 +234,8 @@ def test_status_and_show(cli, made, env):
     assert node["lessons"] and node["move"]["kind"] == "tunable"
     r = invoke(cli, ["show", "r1", "2", "--db", env["db"]])
     assert r.exit_code == 0 and "lineage: [1] seed seed.py" in r.stdout and "TUNABLES" in r.stdout
+    assert node["evaluation"]["timing"]  # the observer's busy time, next to the median
+    assert "the GPU busy" in r.stdout and node["evaluation"]["busy_us"] > 0
 
 
 def test_show_lists_each_profilers_report(cli, made, env):
