@@ -275,3 +275,40 @@ def compile_jobs(jobs: list[dict], root: Path, n_cases: int) -> list[dict]:
         for job, res in zip(half, results, strict=True):
             out[job["index"]] = res
     return out
+
+
+#: The start of a child-process driver that loads a rendered candidate (``sys.argv[1]``) and
+#: its task (``sys.argv[2]``) with ``load``; what follows it sets the task's sizes.
+CHILD_PRELUDE = r'''
+import importlib.util, json, sys
+import torch
+cand_path, task_path = sys.argv[1], sys.argv[2]
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+task = load("task", task_path)
+'''
+
+
+def run_child(driver: str, name: str, *, timeout: int = 900) -> dict:
+    """Run ``driver`` (starting with :data:`CHILD_PRELUDE`) in a child process on task
+    ``name``'s default rendered candidate, compiling for sm_90a; its last stdout line, JSON."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cand.py")
+        with open(path, "w") as f:
+            f.write(rendered(name))
+        out = subprocess.run([sys.executable, "-c", driver, path, str(task_path(name))],
+                             env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

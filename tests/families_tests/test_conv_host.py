@@ -9,10 +9,6 @@ with which arguments, and that an in-place weight update, a new weight Parameter
 shape packs the filter again.
 """
 
-import json
-import os
-import subprocess
-import sys
 from importlib.util import find_spec
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -21,18 +17,7 @@ import pytest
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
-_DRIVER = r'''
-import importlib.util, json, sys
-import torch
-cand_path, task_path = sys.argv[1], sys.argv[2]
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-task = load("task", task_path)
+_DRIVER = fd.CHILD_PRELUDE + r'''
 # a small shape of the task's kind: the launch path does not depend on the sizes
 for k, v in {"batch_size": 2, "height": 9, "width": 10}.items():
     if hasattr(task, k):
@@ -88,19 +73,7 @@ print(json.dumps(log))
 
 
 def _host_log(name: str) -> dict:
-    root = fd.task_path(name)
-    cand = fd.rendered(name)
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cand.py")
-        with open(path, "w") as f:
-            f.write(cand)
-        out = subprocess.run([sys.executable, "-c", _DRIVER, path, str(root)], env=env,
-                             capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return fd.run_child(_DRIVER, name, timeout=300)
 
 
 @pytest.mark.parametrize("name, runs, groups", [

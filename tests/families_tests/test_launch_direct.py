@@ -12,11 +12,6 @@ same arguments, entry by entry and byte by byte; and a function the check refuse
 through the DSL's call.
 """
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from importlib.util import find_spec
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -25,21 +20,11 @@ import pytest
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
-_DRIVER = r'''
-import ctypes, importlib.util, json, sys, types
-import torch
+_DRIVER = fd.CHILD_PRELUDE + r'''
+import ctypes, types
 from cutlass.base_dsl import jit_executor as je
 
-cand_path, task_path = sys.argv[1], sys.argv[2]
 torch.cuda.current_stream = lambda *a, **k: types.SimpleNamespace(cuda_stream=0)
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-task = load("task", task_path)
 for k, v in task.VERIFY_SHAPES[0].items():  # a small shape: the launch path is the same
     setattr(task, k, v)
 cand = load("cand", cand_path)
@@ -105,16 +90,7 @@ print(json.dumps(log))
 
 
 def _log(name: str) -> dict:
-    cand = fd.rendered(name)
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cand.py")
-        with open(path, "w") as f:
-            f.write(cand)
-        out = subprocess.run([sys.executable, "-c", _DRIVER, path, str(fd.task_path(name))],
-                             env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return fd.run_child(_DRIVER, name)
 
 
 @pytest.mark.slow
