@@ -35,6 +35,8 @@
 #                  the scripted loopback server (llm_uncovered_demo.py; openai in /tmp/site) ~4
 #   llm-demo       the scripted loopback LLM session (tools/llm_demo.py) on the GPU,
 #                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
+#   replay         replayed calls: GPU correctness, then host / span with and without   ~6
+#   replay-bench   the host-bound norms and losses against torch.compile, replays on     ~8
 #   conv-smoke     the conv family's candidates, one per kernel path (issue 20)         ~3
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
@@ -190,6 +192,17 @@ for s in "$@"; do
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
         --json "$out/host_why.json" ;;
+    replay)  # replayed calls: correct, and the host time they save (2026-12-02, fourth session)
+      step replay_gpu 200 $py -m pytest -m gpu tests/families_tests/test_replay_gpu.py -q \
+        -p no:cacheprovider
+      step replay_host 300 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
+        batch_norm_fp32 softmax_bf16 sum_dim1_fp32 cosine_loss_fp32 conv2d_bf16 \
+        conv_transpose2d_bf16 conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 100 \
+        --json "$out/replay_host.json" ;;
+    replay-bench)
+      step replay_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate \
+        --runs 50 --only batch_center,frobenius,batch_norm_fp32,cosine_loss,triplet_loss,batch_norm_eval \
+        --out "$out/bench_replay" ;;
     direct-gpu)
       step direct_families 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 2 -p no:cacheprovider -k "not long-"

@@ -11,7 +11,9 @@ worker it can kill) and called at the task's shape after three warm-up calls:
   gaps included (equal to host_us when the host is the bottleneck);
 * ``graph_us``: one call captured in a CUDA graph and replayed: the kernels alone, no host
   gaps (``-`` when the call cannot be captured);
-* ``eager_us``: the task's own Model the same way (``span``), for scale.
+* ``eager_us``: the task's own Model the same way (``span``), for scale;
+* ``host_unreplayed_us`` / ``span_unreplayed_us``: host_us and span_us with the candidate's
+  replays off (``REPLAY = False``: every call runs its launch code as written).
 
 ``--profile`` prints the top of a cProfile of the calls of each task (where the host time
 goes: our launch code, the DSL's argument marshalling, torch allocations). ``--kernels``
@@ -145,9 +147,15 @@ def probe(task_name: str, calls: int, profile: bool, tmp: Path, kernels: bool = 
         for _ in range(3):
             new(*inputs)
         host, span = _span_us(lambda: new(*inputs), calls)
+        plain = (None, None)
+        if getattr(cmod, "REPLAY", None) is True:  # the same calls, each run as written
+            cmod.REPLAY = False
+            plain = _span_us(lambda: new(*inputs), calls)
+            cmod.REPLAY = True
         graph = _graph_us(lambda: new(*inputs), calls)
         _, eager = _span_us(lambda: ref(*inputs), calls)
         row = {"task": task_name, "host_us": host, "span_us": span, "graph_us": graph,
+               "host_unreplayed_us": plain[0], "span_unreplayed_us": plain[1],
                "eager_us": eager, "max_abs_err": err, "set": sets or {}}
         if kernels:
             row["kernels"] = _kernel_us(lambda: new(*inputs), calls)
@@ -188,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         print("host_overhead.py needs a CUDA GPU", file=sys.stderr)
         return 2
     rows = []
-    print("| task | host µs/call | GPU span µs/call | graph µs (kernels) | eager µs | max abs err |")
-    print("|---|---|---|---|---|---|")
+    print("| task | host µs/call | GPU span µs/call | unreplayed host / span µs | graph µs (kernels) "
+          "| eager µs | max abs err |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
             try:
@@ -198,9 +207,10 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"task": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             rows.append(row)
             if "error" in row:
-                print(f"| {name} | error: {row['error']} |||||", flush=True)
+                print(f"| {name} | error: {row['error']} ||||||", flush=True)
                 continue
             print(f"| {name} | {_fmt(row['host_us'])} | {_fmt(row['span_us'])} | "
+                  f"{_fmt(row['host_unreplayed_us'])} / {_fmt(row['span_unreplayed_us'])} | "
                   f"{_fmt(row['graph_us'])} | {_fmt(row['eager_us'])} | "
                   f"{row['max_abs_err']:.3g} |", flush=True)
     for row in rows:

@@ -50,7 +50,7 @@ from cutegen.codegen.families.operands import source as _plain_source
 from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
-from cutegen.codegen.families.template import render_template
+from cutegen.codegen.families.template import model_class, render_template
 
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
@@ -286,6 +286,5 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
     lines.append("return y")
     body = "\n".join(lines)
     args = ", ".join(plan.forward_args)
-    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
-                 + textwrap.indent(body, " " * 8))
+    parts.append(model_class(args, body))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"

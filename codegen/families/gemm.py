@@ -72,7 +72,7 @@ from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
-from cutegen.codegen.families.template import render_template
+from cutegen.codegen.families.template import model_class, render_template
 
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
@@ -158,12 +158,12 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     lines += ["n_rows = L * M", "n_cols = N"]
     if reduce:
         keep = " + (1,)" if plan.param("reduce_keepdim") else ""
-        lines += [f"out = torch.empty(tuple(mshape[:-1]){keep}, dtype={dt}, device=a.device)",
+        lines += [f"out = _empty(tuple(mshape[:-1]){keep}, dtype={dt}, device=a.device)",
                   "if out.numel() == 0:", "    return out",
-                  "res = torch.empty((n_rows, N), dtype=torch.float32, device=a.device)"]
+                  "res = _empty((n_rows, N), dtype=torch.float32, device=a.device)"]
         target = "res"
     else:
-        lines += [f"out = torch.empty(mshape, dtype={dt}, device=a.device)",
+        lines += [f"out = _empty(mshape, dtype={dt}, device=a.device)",
                   "if out.numel() == 0:", "    return out"]
         target = "out"
     epi = "_epilogue" if has_epilogue else "None"
@@ -230,6 +230,5 @@ def render_gemm(plan: Plan, task_source: str, *, tunables: dict | None = None) -
     parts = [head, *body, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
              + tm.class_source, VPOW, *funcs]
     args = ", ".join(plan.forward_args)
-    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
-                 + textwrap.indent(fwd, " " * 8))
+    parts.append(model_class(args, fwd))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"

@@ -27,7 +27,7 @@ from cutegen.codegen.families.render_pool import POOL_KNOBS, pool_parts
 from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
 from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
-from cutegen.codegen.families.template import render_template
+from cutegen.codegen.families.template import model_class, render_template
 
 _ROW_KNOBS = ({"strategy": "auto", "vals_per_thread": 32, "cta_threads": 128,
                "max_cta_threads": 512, "cluster_max": 8, "vec_bits": 128, "unroll": 1,
@@ -195,8 +195,7 @@ def render(plan: Plan, task_source: str, *, tunables: dict | None = None,
         funcs, body, fwd = family_parts(plan, fused)
     parts += funcs + body
     args = ", ".join(plan.forward_args)
-    parts.append(f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
-                 + textwrap.indent(fwd, " " * 8))
+    parts.append(model_class(args, fwd))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
@@ -272,7 +271,7 @@ def _out_view(plan: Plan) -> tuple[str, str]:
         shape, view = f"tuple(shape[:len(shape) - {k}]){keep}", "out.view(n_rows)"
     else:
         shape, view = "()", "out"
-    return f"out = torch.empty({shape}, dtype={dt}, device=main.device)", view
+    return f"out = _empty({shape}, dtype={dt}, device=main.device)", view
 
 
 def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[str]]:
@@ -315,7 +314,7 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
                     f"('w_rp', {rp['weight']}), ('b_rp', {rp['bias']}))")
     if plan.op == "cross_entropy" and plan.param("reduction") != "none":
         return funcs, [
-            "loss = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
+            "loss = _empty(n_rows, dtype=torch.float32, device=main.device)",
             f"_row_launch({spec.cls}, _prologue, _epilogue, {ops.args()}, loss, "
             f"{need_stats!r}, {need_out!r}, opts={opts!r})",
             f"_loss_reduce(loss, {ops.rows[0]}, {view}, {plan.param('reduction') == 'mean'}, "
@@ -359,7 +358,7 @@ def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
         pre = _operands(plan, list(plan.prologue.leaves()), (plan.main, src))
         funcs.append(chain_function("_pre", plan.prologue, pre.access,
                                     doc="The prologue, as a kernel of its own."))
-        lines += ["pre = torch.empty(shape, dtype=main.dtype, device=main.device)",
+        lines += ["pre = _empty(shape, dtype=main.dtype, device=main.device)",
                   f"_pw_launch(_pre, {pre.args()}, pre.view(n_rows, n_cols))"]
         src = "pre.view(n_rows, n_cols)"
     bare = Plan(plan.family, plan.op, plan.leaves, plan.main, Chain((), f"@{plan.main}"),
@@ -367,7 +366,7 @@ def _split_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                 plan.description)
     mid = view
     if not plan.epilogue.empty:
-        lines.append(f"mid = torch.empty(shape, dtype={_DTYPES[plan.out_dtype]}, "
+        lines.append(f"mid = _empty(shape, dtype={_DTYPES[plan.out_dtype]}, "
                      "device=main.device)")
         mid = "mid.view(n_rows, n_cols)"
     f2, launch = _family_launch(bare, src, mid)

@@ -64,9 +64,9 @@ def reduce_map_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     raw = tuple(kv for kv in row.opts(plan) if kv[0] not in ("mean", "count"))
     dt = _DTYPES[plan.out_dtype]
     lines = [f"main = {source(main)}.contiguous()", "shape = main.shape",
-             f"stat = torch.empty(_reduced(shape, {dims!r}, True), dtype=torch.float32, "
+             f"stat = _empty(_reduced(shape, {dims!r}, True), dtype=torch.float32, "
              "device=main.device)",
-             f"out = torch.empty(shape, dtype={dt}, device=main.device)",
+             f"out = _empty(shape, dtype={dt}, device=main.device)",
              "if main.numel() == 0:", "    return out"]
     k = len(runs(nd, dims)[-1][1]) if two else 1
     lines += [f"n_cols = math.prod(shape[len(shape) - {k}:])",
@@ -85,7 +85,7 @@ def reduce_map_parts(plan: Plan) -> tuple[list[str], list[str], str]:
         spec = STRIDED_OPS[plan.op]
         count = f"R * {_prod(runs(nd, dims)[-1][1])}"
         lines += [f"B, R, C = {_prod(b_dims)}, {_prod(r_dims)}, {_prod(c_dims)}",
-                  "part = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
+                  "part = _empty(n_rows, dtype=torch.float32, device=main.device)",
                   f"_row_reduce({row.cls}, _prologue, _ident_epi, {stats.args()}, part, "
                   f"{need!r}, opts={raw!r})",
                   f"_strided_launch({spec.cls}, _ident_pro, _ident_epi, [part.view(B, R, C)], "

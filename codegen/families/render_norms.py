@@ -47,17 +47,17 @@ def batchnorm_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     lines = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
              f"n_cols = math.prod(shape[len(shape) - {k}:])",
              "n_rows = main.numel() // max(n_cols, 1)",
-             f"out = torch.empty(shape, dtype={dt}, device=main.device)",
+             f"out = _empty(shape, dtype={dt}, device=main.device)",
              "if main.numel() == 0:", "    return out"]
     stats = Operands()
     stats.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
     for n in plan.prologue.leaves():
         stats.add(plan.leaf(n), wrapped(plan.leaf(n)))
     need = tuple(True for _ in stats.vec)
-    lines += ["part = torch.empty(n_rows * 4, dtype=torch.float32, device=main.device)",
+    lines += ["part = _empty(n_rows * 4, dtype=torch.float32, device=main.device)",
               f"_row_launch(VarRow, _prologue, _ident_epi, {stats.args()}, part, {need!r}, "
               f"{need!r}, opts=(('correction', 0.0), ('std', False), ('partials', True)))",
-              "stats = torch.empty(2, shape[1], dtype=torch.float32, device=main.device)"]
+              "stats = _empty(2, shape[1], dtype=torch.float32, device=main.device)"]
     rm, rv = plan.param("running_mean"), plan.param("running_var")
     running = ""
     if rm and rv:

@@ -41,7 +41,7 @@ def pool_parts(plan: Plan) -> tuple[list[str], list[str], str]:
              f"sizes = tuple(shape[-{sp}:])",
              f"outs = _pool_out(sizes, {p['kernel']!r}, {p['stride']!r}, {p['padding']!r}, "
              f"{p['dilation']!r}, {plan.param('ceil_mode')!r})",
-             f"out = torch.empty(tuple(shape[:-{sp}]) + outs, dtype={dt}, device=main.device)",
+             f"out = _empty(tuple(shape[:-{sp}]) + outs, dtype={dt}, device=main.device)",
              "if out.numel() == 0:", "    return out",
              f"_pool_launch(_prologue, _epilogue, [{', '.join(ops.vec)}], "
              f"[{', '.join(ops.rows)}], {ops.kinds()}, [{', '.join(ops.scalars)}], out, sizes, "

@@ -92,10 +92,10 @@ def strided_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     lines = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
              f"B, R, C = {_prod(b_dims)}, {_prod(r_dims)}, {_prod(c_dims)}"]
     if plan.param("map"):
-        lines += [f"out = torch.empty(shape, dtype={dt}, device=main.device)"]
+        lines += [f"out = _empty(shape, dtype={dt}, device=main.device)"]
         view = "out.view(B, R, C)"
     else:
-        lines += [f"out = torch.empty(_reduced(shape, {dims!r}, {keep}), dtype={dt}, "
+        lines += [f"out = _empty(_reduced(shape, {dims!r}, {keep}), dtype={dt}, "
                   "device=main.device)"]
         view = "out.view(B, C)"
     lines += ["if out.numel() == 0:", "    return out"]
@@ -123,7 +123,7 @@ def strided_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                                  doc="The fused prologue, in the first (row) pass."),
                   chain_function("_epilogue", plan.epilogue, outer.access, epilogue=True,
                                  doc="The fused epilogue, in the strided pass.")]
-        lines += ["part = torch.empty(n_rows, dtype=torch.float32, device=main.device)",
+        lines += ["part = _empty(n_rows, dtype=torch.float32, device=main.device)",
                   f"_row_reduce({row.cls}, _prologue, _ident_epi, {inner.args()}, part, "
                   f"{need!r}, opts={raw!r})",
                   f"_strided_launch({spec.cls}, _ident_pro, _epilogue, [{', '.join(outer.vec)}], "

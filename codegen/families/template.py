@@ -15,6 +15,7 @@ renderer cannot drift apart silently.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -91,3 +92,13 @@ def substitute(text: str, values: Mapping[str, str], *, name: str = "template") 
 def render_template(name: str, values: Mapping[str, str], flags: Mapping[str, object]) -> str:
     """Directives, then placeholders, of the named template."""
     return substitute(apply_directives(load(name), flags, name=name), values, name=name)
+
+
+def model_class(args: str, body: str) -> str:
+    """The candidate's ``ModelNew``: Model's constructor (the file's ``_TaskModule``), and a
+    ``forward(args)`` that runs ``body`` (ending in ``return``) through the head template's
+    ``_replayed``, which replays a recorded call with the same signature where it may."""
+    packed = f"({args},)" if args else "()"
+    return (f"\n\nclass ModelNew(_TaskModule):\n    def forward(self, {args}):\n"
+            f"        return _replayed(self, ModelNew._cutegen_forward, {packed})\n\n"
+            f"    def _cutegen_forward(self, {args}):\n" + textwrap.indent(body, " " * 8))

@@ -28,6 +28,7 @@ torch.cuda.current_stream = lambda *a, **k: types.SimpleNamespace(cuda_stream=0)
 for k, v in task.VERIFY_SHAPES[0].items():  # a small shape: the launch path is the same
     setattr(task, k, v)
 cand = load("cand", cand_path)
+cand.REPLAY = False  # every call through _go (replays have test_replay.py)
 ran = []  # (launched C values, as bytes) per run of a compiled program
 
 def c_bytes(e):
