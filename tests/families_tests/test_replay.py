@@ -9,8 +9,10 @@ replayed call launches the same programs with the same values as the call it rep
 pointers into its own fresh buffers at the same offsets (and into the same inputs), and
 returns the same view of its own buffers; a call whose recording shows something a replay
 would miss (a torch write into a buffer, memory the signature does not pin, a result that is
-not a buffer, a launch through the DSL's call) runs as written every time; and a changed
-signature (an input's address, a module attribute) records anew.
+not a buffer, a launch through the DSL's call) runs as written every time; a recording that
+another call joined (one inside it, or another thread's at once) keeps no verdict; and a
+changed signature (an input's address, a module attribute, a parameter's version) records
+anew.
 """
 
 from importlib.util import find_spec
@@ -134,9 +136,15 @@ def through_dsl(f):
         finally:
             cand._DIRECT.clear()
     return g
+def nested(f):  # a call that starts inside the recorded one (as another thread's would)
+    def g(self, *a):
+        cand._replayed(self, f, a)
+        return f(self, *a)
+    return g
 log["unreplayed"] = {n: case(w) for n, w in (
     ("writes_result", writes_result), ("passes_a_copy", passes_a_copy),
-    ("returns_a_copy", returns_a_copy), ("through_dsl", through_dsl))}
+    ("returns_a_copy", returns_a_copy), ("through_dsl", through_dsl), ("nested", nested))}
+log["nested_kept_nothing"] = not cand._RECIPES  # spoiled: no verdict kept, recorded again
 cand._RECIPES.clear()
 x = task.get_inputs()
 call(x)
@@ -186,7 +194,9 @@ def test_a_replay_launches_what_the_recorded_call_launched(name):
     assert len({x["out_ptr"] for x in c}) == len(c), c
     # what a replay would miss: each such call runs as written every time
     assert log["unreplayed"] == {"writes_result": True, "passes_a_copy": True,
-                                 "returns_a_copy": True, "through_dsl": True}, log
+                                 "returns_a_copy": True, "through_dsl": True,
+                                 "nested": True}, log
+    assert log["nested_kept_nothing"] is True, log
     assert log["attr_changed"] is True and log["attr_same"] is False, log
     assert log.get("param_written", True) is True, log
     assert log["replay_off"] is True, log
