@@ -293,6 +293,19 @@ def load(name, path):
 task = load("task", task_path)
 '''
 
+#: CHILD_PRELUDE, then the candidate loaded as ``cand`` at the task's first (small)
+#: verification shape, with torch's current stream a stand-in (no CUDA here) and ``je`` the
+#: DSL's jit_executor (whose ``run_compiled_program`` the drivers replace by a recorder).
+CHILD_CAND = CHILD_PRELUDE + r'''
+import types
+from cutlass.base_dsl import jit_executor as je
+
+torch.cuda.current_stream = lambda *a, **k: types.SimpleNamespace(cuda_stream=0)
+for k, v in task.VERIFY_SHAPES[0].items():  # a small shape: the launch path is the same
+    setattr(task, k, v)
+cand = load("cand", cand_path)
+'''
+
 
 def run_child(driver: str, name: str, *, timeout: int = 900) -> dict:
     """Run ``driver`` (starting with :data:`CHILD_PRELUDE`) in a child process on task

@@ -20,14 +20,8 @@ import pytest
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
-_DRIVER = fd.CHILD_PRELUDE + r'''
-import ctypes, types
-from cutlass.base_dsl import jit_executor as je
-
-torch.cuda.current_stream = lambda *a, **k: types.SimpleNamespace(cuda_stream=0)
-for k, v in task.VERIFY_SHAPES[0].items():  # a small shape: the launch path is the same
-    setattr(task, k, v)
-cand = load("cand", cand_path)
+_DRIVER = fd.CHILD_CAND + r'''
+import ctypes
 cand.REPLAY = False  # every call through _go (replays have test_replay.py)
 ran = []  # (launched C values, as bytes) per run of a compiled program
 

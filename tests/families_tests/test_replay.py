@@ -23,14 +23,7 @@ import pytest
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
-_DRIVER = fd.CHILD_PRELUDE + r'''
-import types
-from cutlass.base_dsl import jit_executor as je
-
-torch.cuda.current_stream = lambda *a, **k: types.SimpleNamespace(cuda_stream=0)
-for k, v in task.VERIFY_SHAPES[0].items():  # a small shape: the launch path is the same
-    setattr(task, k, v)
-cand = load("cand", cand_path)
+_DRIVER = fd.CHILD_CAND + r'''
 ran = []  # per run of a compiled program: (program, its C value entries)
 je.JitCompiledFunction.run_compiled_program = lambda self, exe: ran.append((id(self), list(exe)))
 bufs = []  # per call: the buffers it allocated (recorded calls) or was given (replays)
