@@ -144,6 +144,10 @@ call(x)
 m.cutegen_test_attribute = 3  # a plain attribute: part of the signature
 log["attr_changed"] = call(x)["as_written"]
 log["attr_same"] = call(x)["as_written"]
+m.cutegen_test_attribute = (3, 4)  # a tuple of plain values (a conv's padding): held too
+log["attr_tuple"] = call(x)["as_written"]
+m.cutegen_test_attribute = (3, 5)
+log["attr_tuple_changed"] = [call(x)["as_written"], call(x)["as_written"]]
 params = list(m.parameters())
 if params:  # a torch write into a parameter (an optimiser's step): a new signature
     with torch.no_grad():
@@ -191,5 +195,6 @@ def test_a_replay_launches_what_the_recorded_call_launched(name):
                                  "nested": True}, log
     assert log["nested_kept_nothing"] is True, log
     assert log["attr_changed"] is True and log["attr_same"] is False, log
+    assert log["attr_tuple"] is True and log["attr_tuple_changed"] == [True, False], log
     assert log.get("param_written", True) is True, log
     assert log["replay_off"] is True, log
