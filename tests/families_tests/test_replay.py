@@ -148,6 +148,15 @@ m.cutegen_test_attribute = (3, 4)  # a tuple of plain values (a conv's padding):
 log["attr_tuple"] = call(x)["as_written"]
 m.cutegen_test_attribute = (3, 5)
 log["attr_tuple_changed"] = [call(x)["as_written"], call(x)["as_written"]]
+inf = []  # under inference mode (no version counters): every call as written
+with torch.inference_mode():
+    xi = task.get_inputs()
+    for _ in range(2):
+        bufs.append([])
+        ran_as_written.append(False)
+        m(*xi)
+        inf.append(ran_as_written[-1])
+log["inference_mode"] = inf
 params = list(m.parameters())
 if params:  # a torch write into a parameter (an optimiser's step): a new signature
     with torch.no_grad():
@@ -197,4 +206,5 @@ def test_a_replay_launches_what_the_recorded_call_launched(name):
     assert log["attr_changed"] is True and log["attr_same"] is False, log
     assert log["attr_tuple"] is True and log["attr_tuple_changed"] == [True, False], log
     assert log.get("param_written", True) is True, log
+    assert log["inference_mode"] == [True, True], log
     assert log["replay_off"] is True, log
