@@ -46,8 +46,9 @@
 #                  GPU time per call (issue 20's launch path)                          ~3
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
-#   direct-gpu     the GPU suites on the direct launches: the families' cases, the conv smoke
-#                  cases, the evaluator's suite (-n 2: times beside other workers drift)     ~9
+#   direct-gpu     the families' GPU cases on the current launch path (-n 4)            ~7
+#   direct-gpu2    the conv smoke cases (-n 4), then the evaluator's suite (-n 2: times
+#                  beside other workers drift)                                          ~8
 #   long-gpu       issue 17: the long suite's rows (default and smem_row) and GEMMs (fp32
 #                  Linear chains, cluster 2x1 at M = 1, the skinny bf16 product)     ~8
 #   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
@@ -203,12 +204,14 @@ for s in "$@"; do
       step replay_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate \
         --runs 50 --only batch_center,frobenius,batch_norm_fp32,cosine_loss,triplet_loss,batch_norm_eval \
         --out "$out/bench_replay" ;;
-    direct-gpu)
-      step direct_families 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
-        -n 2 -p no:cacheprovider -k "not long-"
+    direct-gpu)  # the families' GPU suite takes over 300 s even with -n 4: a call of its own
+      step direct_families 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "not long-" ;;
+    direct-gpu2)  # the conv smoke (55 s with -n 4), then the evaluator's suite (-n 2: its
+      # external re-time is disturbed by more workers on the GPU)
       step direct_conv_smoke 150 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
-        -k smoke -p no:cacheprovider
-      step direct_evaluator 240 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
+        -k smoke -n 4 -p no:cacheprovider
+      step direct_evaluator 400 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
         -n 2 -p no:cacheprovider ;;
     long-gpu)  # issue 17: the long suite's row tasks, default and smem_row (6 GB each)
       step long_gpu 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
