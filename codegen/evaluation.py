@@ -184,6 +184,14 @@ class Roofline:
 HOST_BOUND = 0.25
 
 
+def host_wait(busy_us: float | None, span_us: float | None) -> float | None:
+    """The part of a call's span ``span_us`` in which the GPU ran none of its work (``busy_us``
+    of it busy): waiting on the host between launches. None when either is unknown."""
+    if busy_us is None or span_us is None or span_us <= 0:
+        return None
+    return max(0.0, 1.0 - busy_us / span_us)
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """The frozen result of evaluating one candidate against one task.
@@ -269,9 +277,7 @@ class Evaluation:
         """The part of the candidate's median span in which the GPU ran none of its work:
         waiting on the host between launches (Python, argument marshalling). None when the
         observer's busy time is not known."""
-        if self.timing is None or self.busy_us is None or self.timing.median_us <= 0:
-            return None
-        return max(0.0, 1.0 - self.busy_us / self.timing.median_us)
+        return host_wait(self.busy_us, self.timing.median_us if self.timing else None)
 
     @property
     def max_abs_err(self) -> float | None:

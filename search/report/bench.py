@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cutegen.codegen.evaluation import HOST_BOUND
+from cutegen.codegen.evaluation import HOST_BOUND, host_wait
 from cutegen.codegen.roofline import Ceilings
 from cutegen.codegen.stats import bootstrap_ratio_ci
 from cutegen.codegen.suites import SuiteTask
@@ -105,7 +105,8 @@ def sanity_flags(r: TaskResult, *, eval_flags: Sequence[str] = (),
             and r.frac_compile >= 0.85):
         out.append(f"{r.speedup_compile:.2f}x vs torch.compile, which is already at "
                    f"{100 * r.frac_compile:.0f}% of the bound")
-    if r.busy_us is not None and r.best_us and r.busy_us < (1 - HOST_BOUND) * r.best_us:
+    wait = host_wait(r.busy_us, r.best_us)
+    if wait is not None and wait >= HOST_BOUND:
         out.append(f"host-bound: the GPU worked {r.busy_us:,.1f} of the {r.best_us:,.1f} us "
                    "and waited on the host between launches for the rest")
     out += [f"evaluation flag: {f}" for f in eval_flags]
