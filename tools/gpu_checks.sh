@@ -37,6 +37,8 @@
 #                  through the real openai client; needs openai + pydantic in /tmp/site  ~4
 #   replay         replayed calls: GPU correctness, then host / span with and without   ~6
 #   replay-bench   the host-bound norms and losses against torch.compile, replays on     ~8
+#   sums           a chain's row sums in one launch (cosine, triplet losses): correct, then
+#                  timed beside two single-sum chains                                  ~5
 #   conv-smoke     the conv family's candidates, one per kernel path (issue 20)         ~3
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
@@ -204,6 +206,11 @@ for s in "$@"; do
       step replay_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate \
         --runs 50 --only batch_center,frobenius,batch_norm_fp32,cosine_loss,triplet_loss,batch_norm_eval \
         --out "$out/bench_replay" ;;
+    sums)  # the row sums of one forward in one launch (2026-12-02, fifth session)
+      step sums_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -p no:cacheprovider -k "cosine or triplet"
+      step sums_bench 300 $py tools/bench_families.py --set reduce --strategies default --calibrate \
+        --runs 50 --only cosine_loss,triplet_loss,frobenius,batch_center --out "$out/bench_sums" ;;
     direct-gpu)  # the families' GPU suite takes over 300 s even with -n 4: a call of its own
       step direct_families 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 4 -p no:cacheprovider -k "not long-" ;;

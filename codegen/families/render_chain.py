@@ -43,8 +43,13 @@ def chain_parts(plan: Plan, values: dict,
     body: list[str] = []
     seen: set[str] = set()
     lines: list[str] = []
+    together = _summed_together(stages)
     for j, st in enumerate(stages):
         f, b, fwd = family_parts(st)
+        if j in together:
+            fwd = fwd.replace("_row_reduce(SumRow, ", "_sums.reduce(SumRow, ")
+            if j - 1 not in together:
+                lines.append("_sums = _Sums()")
         names = [n for text in f for n in _DEF.findall(text)]
         for name in names:
             pat = re.compile(rf"\b{re.escape(name)}\b")
@@ -61,6 +66,30 @@ def chain_parts(plan: Plan, values: dict,
             args = ", ".join(plan.forward_args)
             lines += [f"def _run_stage{j}({args}):", textwrap.indent(fwd, "    "),
                       f"_stage{j} = _run_stage{j}({args})"]
+            if j in together and j + 1 not in together:
+                lines.append("_sums.flush()")
         else:
             lines.append(fwd)
     return funcs, body, "\n".join(lines)
+
+
+def _summable(st: Plan) -> bool:
+    """Whether a stage is a plain row sum of a pointwise function of the forward's own
+    tensors (no earlier stage's result, no per-row operand, nothing after the sum)."""
+    return (st.family == "row" and st.op == "sum" and st.param("layout") == "inner"
+            and not st.param("map") and st.epilogue.empty and st.out_shape == "rows"
+            and all(lf.kind == "full" and not lf.name.startswith("_stage")
+                    for lf in st.leaves if lf.kind != "value"))
+
+
+def _summed_together(stages: tuple[Plan, ...]) -> set[int]:
+    """The stages (not the last) in runs of two or more consecutive summable ones: their sums
+    are taken together (``_Sums`` in ``templates/row_reduce.py.tmpl``: one launch reads the
+    rows once for all of them, where one pass can take them)."""
+    runs: list[list[int]] = [[]]
+    for j, st in enumerate(stages[:-1]):
+        if _summable(st):
+            runs[-1].append(j)
+        elif runs[-1]:
+            runs.append([])
+    return {j for run in runs if len(run) > 1 for j in run}
