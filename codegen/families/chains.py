@@ -16,7 +16,10 @@ Where that line fails (several reductions of the inputs feeding one later op, as
 similarity or a triplet-margin loss: three row sums, then a mean of a pointwise combination
 of them), the forward is cut at every anchor's *output* instead (:func:`dag_plan`): stage j
 is anchor j with the pointwise ops feeding it (recomputed from the inputs where two stages
-share them), writing ``_stage{j}``; the last stage reads any earlier ``_stage{i}`` it needs.
+share them), writing ``_stage{j}``; the last stage reads any earlier ``_stage{i}`` it needs
+(where the last anchor cannot read them, as in a per-row cosine similarity, every anchor
+writes its result and the ops after the last are a pointwise stage). Consecutive stages that
+are plain row sums of the inputs run as one kernel (``render_chain``: ``_Sums``).
 """
 
 from __future__ import annotations
@@ -85,30 +88,42 @@ def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int) -> 
 
 
 def dag_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
-    """A chain cut at every anchor's output but the last (see the module docstring).
+    """A chain cut at every anchor's output but the last (see the module docstring); where
+    the last anchor's kernel cannot read the earlier results, cut at every anchor's output,
+    the ops after the last one a pointwise kernel of their own.
 
     Raises:
         NotCoveredError: a stage is not covered, or an earlier stage would write a loss.
     """
     m = Matcher(cap)
     anchors = anchors_of(m, cap.output)
-    cuts = anchors[:-1]
-    if not cuts or any(not m.node(c).dtype for c in cuts):
-        raise NotCoveredError("not a chain of kernels", "chain")
-    ends = cuts + [cap.output]
     names = ", ".join(m.node(a).op for a in anchors)
-    plans: list[Plan] = []
-    for j, end in enumerate(ends):
+    # The last anchor with the ops after it as the last kernel; where that kernel cannot read
+    # the earlier results (a per-row cosine similarity: its last sum's row values combined
+    # with the others'), every anchor writes its result and a pointwise kernel combines them.
+    tries = [anchors[:-1]] + ([anchors] if anchors and anchors[-1] != cap.output else [])
+    first = NotCoveredError("not a chain of kernels", "chain")
+    for k, cuts in enumerate(tries):
+        if not cuts or any(not m.node(c).dtype for c in cuts):
+            raise NotCoveredError("not a chain of kernels", "chain")
+        ends = cuts + [cap.output]
+        plans: list[Plan] = []
         try:
-            plan = match(_dag_stage(cap, m, cuts, end, j))
+            for j, end in enumerate(ends):
+                try:
+                    plan = match(_dag_stage(cap, m, cuts, end, j))
+                except NotCoveredError as e:
+                    raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of {len(ends)}, each "
+                                          f"reading the inputs and earlier results: {names})",
+                                          e.nc.op) from e
+                if j + 1 < len(ends) and plan.out_shape in ("scalar",):
+                    raise NotCoveredError(f"kernel {j + 1} of a chain writes a loss", plan.op)
+                plans.append(plan)
         except NotCoveredError as e:
-            raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of {len(ends)}, each "
-                                  f"reading the inputs and earlier results: {names})",
-                                  e.nc.op) from e
-        if j + 1 < len(ends) and plan.out_shape in ("scalar",):
-            raise NotCoveredError(f"kernel {j + 1} of a chain writes a loss", plan.op)
-        plans.append(plan)
-    return _chain_of(plans, cap)
+            first = first if k else e
+            continue
+        return _chain_of(plans, cap)
+    raise first  # the reason of the first way (the second only tries where it failed)
 
 
 def _chain_of(plans: list[Plan], cap: Captured) -> Plan:

@@ -47,6 +47,10 @@ REDUCE_EXTRA = {
                              {"count_include_pad": False, "ceil_mode": True, "spatial": 3}),
     "avg_pool1d_pad_fp32": ("pool", "avg_pool", "-", "-",
                             {"count_include_pad": True, "stride": (1,), "padding": (2,)}),
+    # one value per row: the three sums, then a pointwise kernel combining them (before
+    # 2026-12-02's fifth session refused: the last sum's kernel cannot read the others)
+    "cosine_rows_bf16": ("chain", "sum+sum+sum+pointwise", "-", "-", {}),
+    "triplet_sum_bf16": ("chain", "sum+sum+sum", "-", "-", {}),
 }
 
 

@@ -72,9 +72,11 @@ def launch(op_cls, *a, **k):
 cand._row_launch = launch
 m = cand.ModelNew(*task.get_init_inputs())
 log = {}
-for label, sizes in (("small", {}), ("long", {"batch_size": 4, "dim": 65536})):
+for label, sizes in (("small", {}), ("long", {"batch_size": 4, "rows": 4, "dim": 65536,
+                                              "cols": 65536})):
     for k, v in sizes.items():
-        setattr(task, k, v)
+        if hasattr(task, k):
+            setattr(task, k, v)
     del ran[:], names[:]
     with torch.no_grad():
         m(*task.get_inputs())
@@ -85,11 +87,15 @@ print(json.dumps(log))
 
 @pytest.mark.slow
 @pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
-@pytest.mark.parametrize("name,sums", [("cosine_loss_fp32", 3), ("triplet_loss_fp32", 2)])
-def test_the_sums_are_one_launch_where_one_pass_takes_them(name, sums):
+@pytest.mark.parametrize("name,sums,last", [
+    ("cosine_loss_fp32", 3, ["SumRow"]),  # then the mean
+    ("triplet_loss_fp32", 2, ["SumRow"]),
+    ("cosine_rows_bf16", 3, []),  # then a pointwise kernel (not a row launch)
+])
+def test_the_sums_are_one_launch_where_one_pass_takes_them(name, sums, last):
     log = fd.run_child(_DRIVER, name)
-    # short rows: one launch for every sum, then the mean
-    assert log["small"]["ops"] == ["SumsRow", "SumRow"], log
+    # short rows: one launch for every sum, then the last kernel
+    assert log["small"]["ops"] == ["SumsRow"] + last, log
     assert log["small"]["launches"] == 2, log
     # four rows of 65,536: each sum is cut into pieces to fill the GPU (two passes each),
     # one at a time, as before

@@ -1,4 +1,7 @@
-"""Two row operations in one forward."""
+"""Two reductions in one forward whose results meet in an outer product (a (64, 1) column of
+row sums times a (1, 128) row of column maxima): no chain of family kernels takes it (the
+amax does not read the sum's result, and the product is not a pointwise op of either's
+shape). ``x.sum(-1) / x.amax(-1)`` was refused until 2026-12-02 and is a chain now."""
 import torch
 import torch.nn as nn
 
@@ -8,7 +11,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.sum(dim=-1) / x.amax(dim=-1)
+        return x.sum(dim=-1, keepdim=True) * x.amax(dim=0, keepdim=True)
 
 
 def get_inputs():
