@@ -21,13 +21,13 @@ from typing import Any
 #: Ops that reduce or normalise along a dimension (the row family).
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "sum",
                      "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-                     "prod", "group_norm", "instance_norm", "batch_norm"})
+                     "prod", "logsumexp", "group_norm", "instance_norm", "batch_norm"})
 #: Pooling windows over the spatial dims of (N, C, *spatial) (the pool family).
 POOL_OPS = frozenset({f"{kind}_pool{d}d" for kind in ("max", "avg") for d in (1, 2, 3)})
 #: Reductions over any dims (``norm`` / ``vector_norm`` / ``normalize`` are lowered to these by
 #: :mod:`~cutegen.codegen.families.lower` first).
 REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var",
-                        "std", "prod"})
+                        "std", "prod", "logsumexp"})
 #: Ops that only change a tensor's shape (a view of the same values in the same order).
 VIEW_OPS = frozenset({"view"})
 #: Scans along a dimension (the scan family).

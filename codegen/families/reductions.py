@@ -36,10 +36,12 @@ from cutegen.codegen.families.ops import VIEW_OPS
 from cutegen.codegen.families.plan import Plan
 
 #: The reductions this module plans (after max / min with a dim become amax / argmax ...).
-REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "prod"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "prod",
+                        "logsumexp"})
 #: Reductions computed in two passes when a row is cut into pieces (their partial statistic
-#: is one fp32 value, merged by the same op).
-SPLITTABLE = frozenset({"sum", "mean", "amax", "amin", "prod"})
+#: is one fp32 value, merged by the same op: the logsumexp of the pieces' logsumexps is the
+#: row's).
+SPLITTABLE = frozenset({"sum", "mean", "amax", "amin", "prod", "logsumexp"})
 
 
 def reduced_dims(dim: object, nd: int) -> tuple[int, ...]:
@@ -257,6 +259,10 @@ def reduction_params(a: Node, op: str, x: Node, params: dict[str, object]) -> tu
     lay = layout(nd, dims)
     if op in ("argmax", "argmin") and c.get("dim") is not None and len(dims) > 1:
         raise NotCoveredError(f"{op} over several dims", op)
+    if op == "logsumexp" and lay not in ("inner", "all"):
+        raise NotCoveredError(f"logsumexp over dims {list(dims)} of a {nd}-d tensor (the row "
+                              "family takes it over the trailing dims or every element; the "
+                              "strided family has no logsumexp)", op)
     if op in ("var", "std"):
         correction = c.get("correction")
         if correction is None:

@@ -60,6 +60,7 @@ ROW_OPS: dict[str, RowOp] = {
     "argmax": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", True),)),
     "argmin": RowOp("ArgRow", ("row_arg",), opts=lambda p: (("largest", False),)),
     "prod": RowOp("ProdRow", ("row_prod",)),
+    "logsumexp": RowOp("LogSumExpRow", ("row_lse", "row_logsumexp")),
     "group_norm": RowOp("GroupNormRow", ("row_welford", "row_group_norm"), writes_row=True),
     "var": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(False)),
     "std": RowOp("VarRow", ("row_welford", "row_var"), opts=_var(True)),

@@ -218,8 +218,18 @@ def _tmp_task(tmp_path, body, inputs):
     return p
 
 
+def test_logsumexp_outside_a_gemm_is_the_row_familys(tmp_path):
+    """Until 2026-12-02 (fifth session) only the GEMM family took logsumexp (over N, after
+    the product); alone it was refused."""
+    from cutegen.codegen.families.capture import capture_in_process
+    from cutegen.codegen.families.recognize import recognize
+
+    rec = recognize(capture_in_process(_tmp_task(tmp_path, "torch.logsumexp(x, dim=-1)",
+                                                 "[torch.randn(8, 16)]")))
+    assert rec.covered and (rec.plans[0].family, rec.plans[0].op) == ("row", "logsumexp")
+
+
 @pytest.mark.parametrize(("body", "word"), [
-    ("torch.logsumexp(x, dim=-1)", "torch.logsumexp"),
     ("x.t() + 1.0", "Tensor.t"),
     ("x.T * 2.0", "Tensor.T"),
 ])

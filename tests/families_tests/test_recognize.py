@@ -35,6 +35,7 @@ NEGATIVE = {
     "data_dependent": ["torch.fx", "control flow"],
     "sum_three_runs": ["dims [0, 2, 4]", "three or more separate runs"],
     "var_all": ["var", "one pass"],
+    "logsumexp_dim1": ["logsumexp over dims [1]", "strided family has no logsumexp"],
     "sum_broadcast_columns": ["keepdim=True"],
     "scale_shift_repeat": ["Tensor.repeat", "--seed-candidate"],
 }

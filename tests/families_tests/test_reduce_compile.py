@@ -31,7 +31,8 @@ _VARIANT_TASKS = ("sum_dim0_keepdim_bf16", "mean_center_rows_bf16", "max_pool2d_
 #: One bundled task per kernel shape compiled on its hidden shapes too.
 _HIDDEN_TASKS = ("sum_dim1_fp32", "var_dim1_fp32", "argmin_dim1_bf16", "rmsnorm_channels_bf16",
                  "mean_all_fp32", "sum_dims02_fp32", "group_norm_bf16", "batch_norm_fp32",
-                 "frobenius_norm_fp32", "max_pool2d_dilated_bf16", "masked_scale_fp32")
+                 "frobenius_norm_fp32", "max_pool2d_dilated_bf16", "masked_scale_fp32",
+                 "logsumexp_rows_bf16")
 
 
 def _build_cases() -> list[dict]:

@@ -51,6 +51,9 @@ REDUCE_EXTRA = {
     # 2026-12-02's fifth session refused: the last sum's kernel cannot read the others)
     "cosine_rows_bf16": ("chain", "sum+sum+sum+pointwise", "-", "-", {}),
     "triplet_sum_bf16": ("chain", "sum+sum+sum", "-", "-", {}),
+    "logsumexp_rows_bf16": ("row", "logsumexp", "-", "sub, relu", {"layout": "inner",
+                                                                    "keepdim": True}),
+    "logsumexp_all_fp32": ("row", "logsumexp", "-", "-", {"layout": "all", "k": 1}),
 }
 
 
