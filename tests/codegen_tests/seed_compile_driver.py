@@ -107,7 +107,7 @@ def sass_ops(sass: str) -> dict[str, Counter]:
 
 
 _MMA_RE = re.compile(
-    r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|UTMALDG\.[0-9]D\.IM2COL|UTMALDG|UTMASTG"
+    r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|FADD|UTMALDG\.[0-9]D\.IM2COL|UTMALDG|UTMASTG"
     r"|MUFU\.[0-9A-Z]+)\b")
 
 
