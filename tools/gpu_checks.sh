@@ -25,6 +25,7 @@
 #   reduce-gpu     issue 19's GPU cases, part 1: reductions over any dims, losses, masks
 #                  (every bundled task's default, every strategy of the small ones)  ~5
 #   reduce-gpu2    part 2: norms and pooling                                          ~5
+#   strided-gpu    the strided reductions changed on 2026-12-03 and their neighbours  ~2
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
@@ -140,6 +141,10 @@ for s in "$@"; do
       step "${s//-/_}" 560 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 4 -p no:cacheprovider -k "$sel"
       mkdir -p "$out/$s" && cp runs/families_gpu/summary*.jsonl "$out/$s/" 2>/dev/null ;;
+    strided-gpu)  # the strided kernels changed on 2026-12-03 (compensated fp32 sums, Welford's
+      # reciprocal, maps' kept rows) and their neighbours, correctness only
+      step strided_gpu 200 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "r19 and (sum_dim1 or var_dim1 or std_rows or rmsnorm_channels or sum_dims02 or mean_dim1 or amax_dim0)" ;;
     reduce-bench)
       step reduce_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only sum_dim1,mean_dim1,amax_dim0,argmin_dim1,var_dim1,std_rows,sum_dims02,mean_all,hinge,rmsnorm_channels_fp32,rmsnorm_channels_bf16,l2norm \

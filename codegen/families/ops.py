@@ -131,7 +131,10 @@ _F_PARAMS = {"softmax": ("input", "dim", "_stacklevel", "dtype"),
 
 _UNARY = ("relu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt",
           "abs", "neg", "erf", "square", "reciprocal", "selu", "sign")
-_METHOD_ALIASES = {"clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
+#: torch's other spellings of the arithmetic ops (``torch.multiply`` is ``torch.mul``, ...).
+_TORCH_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
+                  "negative": "neg", "absolute": "abs", "clip": "clamp"}
+_METHOD_ALIASES = {**_TORCH_ALIASES, "clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
                    "masked_fill": "masked_fill", "where": "where", "greater": "gt",
                    "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
                    "contiguous": "identity", "clone": "identity", "detach": "identity",
@@ -196,12 +199,13 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
                  "prod", "where", "gt", "lt", "ge", "le", "eq", "ne", "greater", "less",
                  "greater_equal",
                  "less_equal", "not_equal", "selu", "celu", "tril", "triu", "einsum",
-                 "clamp_min", "clamp_max", "diag", *_UNARY):
+                 "clamp_min", "clamp_max", "diag", *_UNARY, *_TORCH_ALIASES):
         fn = getattr(torch, name, None)
         if fn is not None:
             table.setdefault(fn, ({"swapaxes": "transpose", "swapdims": "transpose",
                                    "greater": "gt", "less": "lt", "greater_equal": "ge",
-                                   "less_equal": "le", "not_equal": "ne"}.get(name, name), False))
+                                   "less_equal": "le", "not_equal": "ne",
+                                   **_TORCH_ALIASES}.get(name, name), False))
     for name in ("gelu", "silu", "elu", "softplus", "hardtanh", "leaky_relu", "hardswish",
                  "hardsigmoid", "mish", "relu6", "softshrink", "hardshrink", "log_sigmoid",
                  "celu"):

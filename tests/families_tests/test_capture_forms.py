@@ -103,3 +103,20 @@ def test_functional_dropout_is_the_identity_only_when_it_drops_nothing(tmp_path,
     assert rec.covered == covered
     if not covered:
         assert "dropout" in rec.not_covered.reason
+
+
+@pytest.mark.parametrize(("alias", "canonical"), [
+    ("torch.multiply(torch.sigmoid(x), 2.0)", "torch.mul(torch.sigmoid(x), 2.0)"),
+    ("torch.subtract(x, 0.5).relu()", "torch.sub(x, 0.5).relu()"),
+    ("torch.divide(x, 3.0) + 1.0", "torch.div(x, 3.0) + 1.0"),
+    ("torch.absolute(torch.negative(x))", "torch.abs(torch.neg(x))"),
+    ("torch.clip(x, -1.0, 1.0)", "torch.clamp(x, -1.0, 1.0)"),
+    ("x.multiply(2.0).subtract(1.0).divide(4.0)", "x.mul(2.0).sub(1.0).div(4.0)"),
+])
+def test_torch_spellings_of_arithmetic_are_the_ops(tmp_path, alias, canonical):
+    """``torch.multiply`` (level 2's conv + multiply chains) stopped recognition before:
+    "torch.multiply is not supported"; it is ``torch.mul`` under another name."""
+    rec = _plan(tmp_path, "alias", alias)
+    ref = _plan(tmp_path, "canon", canonical)
+    assert rec.covered, rec.not_covered
+    assert [p.description for p in rec.plans] == [p.description for p in ref.plans]
