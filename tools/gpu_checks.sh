@@ -41,9 +41,10 @@
 #   sums           a chain's row sums in one launch (cosine, triplet losses): correct, then
 #                  timed beside two single-sum chains                                  ~5
 #   conv-smoke     the conv family's candidates, one per kernel path (issue 20)         ~3
+#   conv-chains    the conv + other families chains (9 cases; correctness, -n 4)          ~3
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
-#   bench-conv     cutegen bench conv (42 tasks), 4 evaluations each; resumable     3 x ~9
+#   bench-conv     cutegen bench conv (43 tasks), 4 evaluations each; resumable     3 x ~9
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   host           tools/host_overhead.py on conv tasks and two row tasks: host against
 #                  GPU time per call (issue 20's launch path)                          ~3
@@ -177,6 +178,9 @@ for s in "$@"; do
       else
         PYTHONPATH=/tmp/site:${PYTHONPATH:-} step llm_demo 560 $py tools/llm_demo.py
       fi ;;
+    conv-chains)  # a conv kernel then other families' kernels (chains.conv_then, 2026-12-03)
+      step conv_chains 400 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "rec_chain or avgpool_sigmoid_sum or groupnorm_mean or batchnorm_center or layernorm_gelu or min_sum_gelu or softplus_multiply" ;;
     conv-smoke)
       step conv_smoke 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -k smoke -p no:cacheprovider

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node
 from cutegen.codegen.families.matcher import Matcher, NotCoveredError
-from cutegen.codegen.families.ops import MATMUL_OPS, POOL_OPS, ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS, POOL_OPS, ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, Plan
 
 #: Ops that start a family kernel of their own.
@@ -47,15 +47,17 @@ def anchors_of(m: Matcher, out: int) -> list[int]:
     return sorted(i for i in m.ancestors(out) if is_anchor(m.node(i)))
 
 
-def _stage(cap: Captured, m: Matcher, start: int | None, end: int, j: int) -> Captured:
+def _stage(cap: Captured, m: Matcher, start: int | None, end: int, j: int,
+           base: int = 0) -> Captured:
     """The forward of stage j: the nodes after ``start`` up to ``end``, ``start`` read as the
-    input ``_stage{j-1}``."""
+    input ``_stage{base+j-1}`` (``base``: the kernels before this chain's first)."""
     before = m.ancestors(start) if start is not None else set()
     needed = m.ancestors(end)
     nodes: list[Node] = []
     for n in cap.nodes:
         if n.id == start:
-            nodes.append(Node(n.id, "input", f"_stage{j - 1}", shape=n.shape, dtype=n.dtype))
+            nodes.append(Node(n.id, "input", f"_stage{base + j - 1}", shape=n.shape,
+                              dtype=n.dtype))
         elif n.kind in ("input", "param", "output"):
             nodes.append(n)
         elif n.id in needed and n.id not in before:
@@ -66,15 +68,16 @@ def _stage(cap: Captured, m: Matcher, start: int | None, end: int, j: int) -> Ca
                         "of a chain (only the value one kernel writes reaches the next)",
                         m.node(t).op)
             nodes.append(n)
-    args = cap.forward_args + ((f"_stage{j - 1}",) if start is not None else ())
+    args = cap.forward_args + ((f"_stage{base + j - 1}",) if start is not None else ())
     return replace(cap, nodes=tuple(nodes), output=end, forward_args=args)
 
 
-def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int) -> Captured:
+def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int,
+               base: int = 0) -> Captured:
     """The forward of stage j of a DAG chain: what ``end`` needs, read from the inputs and from
     the earlier stages' outputs (``cuts[i]`` as the input ``_stage{i}``), nothing else of an
     earlier stage."""
-    index = {c: i for i, c in enumerate(cuts[:j])}
+    index = {c: base + i for i, c in enumerate(cuts[:j])}
     needed = m.ancestors(end, stop=set(index))
     nodes: list[Node] = []
     for n in cap.nodes:
@@ -87,10 +90,11 @@ def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int) -> 
     return replace(cap, nodes=tuple(nodes), output=end, forward_args=cap.forward_args + used)
 
 
-def dag_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
+def dag_plan(cap: Captured, match: Callable[[Captured], Plan], base: int = 0) -> Plan:
     """A chain cut at every anchor's output but the last (see the module docstring); where
     the last anchor's kernel cannot read the earlier results, cut at every anchor's output,
-    the ops after the last one a pointwise kernel of their own.
+    the ops after the last one a pointwise kernel of their own. ``base``: the kernels before
+    this chain's first (a convolution's, :func:`conv_then`), so its results are numbered on.
 
     Raises:
         NotCoveredError: a stage is not covered, or an earlier stage would write a loss.
@@ -111,7 +115,7 @@ def dag_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
         try:
             for j, end in enumerate(ends):
                 try:
-                    plan = match(_dag_stage(cap, m, cuts, end, j))
+                    plan = match(_dag_stage(cap, m, cuts, end, j, base))
                 except NotCoveredError as e:
                     raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of {len(ends)}, each "
                                           f"reading the inputs and earlier results: {names})",
@@ -136,11 +140,12 @@ def _chain_of(plans: list[Plan], cap: Captured) -> Plan:
                 f"chain of {len(plans)} kernels: {desc}")
 
 
-def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
+def chain_plan(cap: Captured, match: Callable[[Captured], Plan], base: int = 0) -> Plan:
     """The chain of one plan per anchor (see the module docstring); ``match`` recognises one
     stage (a forward with one anchor). A stage whose pointwise tail does not fuse into its
     kernel (an operand the family cannot broadcast there, e.g. a per-channel scale after a
     group norm) is cut after its anchor: the tail runs as a pointwise kernel of its own.
+    ``base``: as for :func:`dag_plan`.
 
     Raises:
         NotCoveredError: a stage is not covered (its reason, with its place in the chain), or
@@ -163,7 +168,7 @@ def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
         retry = None
         for j, end in enumerate(ends):
             start = cuts[j - 1] if j else None
-            stage = _stage(cap, m, start, end, j)
+            stage = _stage(cap, m, start, end, j, base)
             try:
                 plan = match(stage)
             except NotCoveredError as e:
@@ -182,3 +187,42 @@ def chain_plan(cap: Captured, match: Callable[[Captured], Plan]) -> Plan:
             break
         cuts = sorted(set(cuts) | {retry})
     return _chain_of(plans, cap)
+
+
+def conv_then(cap: Captured, first: Callable[[Captured], Plan],
+              rest: Callable[[Captured, int], Plan]) -> Plan:
+    """A convolution whose forward goes on past what the conv family computes (a sum over
+    [1, 2, 3], a min over one spatial dim then a softmax, a LayerNorm over the last dim): cut
+    at the latest value after the convolution up to which ``first`` (the conv family) covers
+    the forward and from which ``rest(stage, 1)`` (the other families, a chain of their own
+    numbered on from kernel 1) covers the remainder. The conv kernel (with its fused
+    epilogue and tails) writes ``_stage0``; the rest reads it.
+
+    Raises:
+        NotCoveredError: no cut works (the caller reports the conv family's own reason).
+    """
+    m = Matcher(cap)
+    out = cap.output
+    live = m.ancestors(out)
+    convs = [i for i in live if m.node(i).kind == "call" and m.node(i).op in CONV_OPS]
+    if len(convs) != 1:
+        raise NotCoveredError("not one convolution", "conv")
+    cuts = sorted((i for i in live if i != out and m.node(i).kind == "call"
+                   and m.node(i).dtype and convs[0] in m.ancestors(i)), reverse=True)
+    why = ""
+    for x in cuts:
+        try:
+            head = first(_stage(cap, m, None, x, 0))
+        except NotCoveredError:
+            continue
+        try:
+            tail = rest(_stage(cap, m, x, out, 1), 1)
+        except NotCoveredError as e:
+            why = why or f"; cut after {m.node(x).target or m.node(x).op}, the rest: {e.nc.reason}"
+            continue
+        plans = [head, *(tail.param("stages") if tail.family == "chain" else (tail,))]
+        if any(p.out_shape == "scalar" for p in plans[:-1]):
+            continue
+        return _chain_of(plans, cap)
+    raise NotCoveredError("no cut after the convolution leaves a remainder the other families "
+                          f"cover{why}", "conv")

@@ -231,22 +231,12 @@ def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> s
             f"{affine[1]}, {rest})")
 
 
-def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
-    """The candidate file for a ``conv`` plan (see the module docstring).
-
-    Raises:
-        TaskModuleError: Model's constructor cannot be copied into the candidate.
-    """
-    values, choices = conv_knobs(plan)
-    values.update(tunables or {})
+def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body ending in ``return y``) of a
+    ``conv`` plan with TUNABLES ``values``: the parts :func:`render_conv` puts in its file and
+    a chain (:mod:`.render_chain`) puts beside its other stages'."""
     direct = plan.param("algo") == "direct"
     precision = "" if direct else values["precision"]
-    tm = extract(task_source)
-    family = {"family": "conv", "op": plan.op, "fused": True}
-    head = render_template("head", {
-        "DOC": _doc(plan, precision), "TASK_IMPORTS": tm.imports + "\n",
-        "TUNABLES": repr(values), "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
-    }, {})
     ops = Operands()
     for name in plan.epilogue.leaves():
         ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
@@ -260,10 +250,9 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
                    render_template("conv", {}, {})]
     if stages:
         kernels.append(render_template("conv_tail", {}, {}))
-    parts = [head, *kernels, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
-             + tm.class_source, VPOW]
+    funcs: list[str] = []
     if has_epilogue:
-        parts.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
+        funcs.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
                                     doc="The fused epilogue, applied to each fp32 accumulator "
                                         "y (x is y too)."))
     module = plan.param("module")
@@ -276,7 +265,7 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
     mid = _DTYPES[x_leaf.dtype] if stages else _DTYPES[plan.out_dtype]
     lines = [f"y = _conv_launch({x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()})"]
     for i, st in enumerate(stages, 1):
-        lines.append(_stage_line(plan, st, i, parts,
+        lines.append(_stage_line(plan, st, i, funcs,
                                  _DTYPES[plan.out_dtype] if i == len(stages) else mid))
     for op, args in plan.param("reshapes", ()):
         call = {"squeeze": "torch.squeeze", "unsqueeze": "torch.unsqueeze",
@@ -284,7 +273,28 @@ def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -
         given = [repr(v) for _, v in args if v is not None]
         lines.append(f"y = {call}({', '.join(['y', *given])})")
     lines.append("return y")
-    body = "\n".join(lines)
+    return funcs, kernels, "\n".join(lines)
+
+
+def render_conv(plan: Plan, task_source: str, *, tunables: dict | None = None) -> str:
+    """The candidate file for a ``conv`` plan (see the module docstring).
+
+    Raises:
+        TaskModuleError: Model's constructor cannot be copied into the candidate.
+    """
+    values, choices = conv_knobs(plan)
+    values.update(tunables or {})
+    direct = plan.param("algo") == "direct"
+    precision = "" if direct else values["precision"]
+    tm = extract(task_source)
+    family = {"family": "conv", "op": plan.op, "fused": True}
+    head = render_template("head", {
+        "DOC": _doc(plan, precision), "TUNABLES": repr(values), "TASK_IMPORTS": tm.imports + "\n",
+        "TUNABLE_CHOICES": repr(choices), "FAMILY": repr(family),
+    }, {})
+    funcs, kernels, body = conv_parts(plan, values)
+    parts = [head, *kernels, "\n" + (tm.constants + "\n\n" if tm.constants else "\n")
+             + tm.class_source, VPOW, *funcs]
     args = ", ".join(plan.forward_args)
     parts.append(model_class(args, body))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"

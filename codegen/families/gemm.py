@@ -184,7 +184,7 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
             for name in post.leaves():
                 pops.add(plan.leaf(name), source(plan.leaf(name)))
             extra = f", _post, [{', '.join(pops.scalars)}]"
-        lines.append(f"_row_reduce(res, out.view(n_rows), {reduce!r}{extra})")
+        lines.append(f"_gemm_row_reduce(res, out.view(n_rows), {reduce!r}{extra})")
     lines.append("return out")
     return "\n".join(lines)
 

@@ -287,6 +287,10 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
     if fam.get("family") in ("gemm", "conv"):  # conv: the GEMM's knobs (conv.py)
         yield from gemm_moves(ctx, code, tunables, family=str(fam["family"]))
         return
+    if fam.get("family") == "chain" and str(fam.get("op", "")).startswith("conv"):
+        # a conv kernel, then other families' (chains.conv_then): one-knob steps over all
+        yield from gemm_moves(ctx, code, tunables, family="conv")
+        return
     rules = hint_rules(ctx.findings)
     for rule in rules:  # hinted knob steps first: the rewriter prefers them
         for name, direction in rule.steps:
@@ -352,7 +356,9 @@ def _fuse_moves(ctx: RewriteContext, fam: dict, tunables: dict,
 
 def allowed_precisions(task: Task, family: str = "gemm") -> tuple[str, ...]:
     """The precision modes the task's gemm (or conv) plan allows (``()`` when it has none)."""
-    plan = next((p for p in recognition_for(task).plans if p.family == family), None)
+    stages = (st for p in recognition_for(task).plans  # a chain's kernels (conv_then) too
+              for st in (p.param("stages") if p.family == "chain" else (p,)))
+    plan = next((p for p in stages if p.family == family), None)
     return tuple(plan.param("precision_modes", ())) if plan is not None else ()
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
-from cutegen.codegen.families.chains import anchors_of, chain_plan, dag_plan
+from cutegen.codegen.families.chains import anchors_of, chain_plan, conv_then, dag_plan
 from cutegen.codegen.families.conv_match import conv_ids, conv_plan
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
@@ -60,7 +60,12 @@ def _match(cap: Captured) -> Plan:
     conv = _conv_match(cap)
     if conv is not None:
         return conv
-    cap = lower(cap)
+    return _match_lowered(lower(cap))
+
+
+def _match_lowered(cap: Captured, base: int = 0) -> Plan:
+    """The plan of a forward without a convolution, after :func:`lower` (``base``: the
+    kernels before it, when it is the rest of a convolution's chain)."""
     m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
@@ -75,10 +80,10 @@ def _match(cap: Captured) -> Plan:
             raise
         first = e  # one fused kernel cannot do it: one kernel per anchor, in a chain
     try:
-        return chain_plan(cap, _match_stage)
+        return chain_plan(cap, _match_stage, base)
     except NotCoveredError as e:
         try:  # several results feeding one op: one kernel per anchor, each writing its result
-            return dag_plan(cap, _match_stage)
+            return dag_plan(cap, _match_stage, base)
         except NotCoveredError:
             pass
         raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
@@ -87,7 +92,9 @@ def _match(cap: Captured) -> Plan:
 def _conv_match(cap: Captured) -> Plan | None:
     """The conv family's plan when the forward has a convolution (matched on the graph as
     captured: the conv family's tails are the norms and pools themselves, not what
-    :func:`.lower` makes of them); None otherwise."""
+    :func:`.lower` makes of them); None otherwise. Where the forward goes on past what the
+    conv family computes, a chain: the conv kernel up to a cut, the other families after it
+    (:func:`.conv_then`); the conv family's reason when no cut works."""
     m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
@@ -96,6 +103,25 @@ def _conv_match(cap: Captured) -> Plan | None:
     if not conv_ids(m, calls):
         return None
     _unknown(m, m.ancestors(out.id))
+    try:
+        return conv_plan(m, calls, out)
+    except NotCoveredError as e:
+        try:
+            return conv_then(cap, _conv_alone, lambda st, base: _match_lowered(lower(st), base))
+        except NotCoveredError as then:
+            why = then.nc.reason.partition("; cut after ")[2]
+            if not why:
+                raise e from None
+            raise NotCoveredError(f"{e.nc.reason}; as a chain, cut after {why}", e.nc.op) from None
+
+
+def _conv_alone(cap: Captured) -> Plan:
+    """The conv family's plan of a forward that is one conv kernel (a chain's first stage)."""
+    m = Matcher(cap)
+    out = m.node(cap.output)
+    calls = {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}
+    if not conv_ids(m, calls):
+        raise NotCoveredError("no convolution before the cut", "conv")
     return conv_plan(m, calls, out)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import replace
 
-from cutegen.codegen.families.conv import conv_knobs, render_conv
+from cutegen.codegen.families.conv import conv_knobs, conv_parts, render_conv
 from cutegen.codegen.families.gemm import gemm_knobs, gemm_parts, render_gemm
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
@@ -204,6 +204,8 @@ def family_parts(plan: Plan, fused: bool = True) -> tuple[list[str], list[str], 
     one-family plan (``gemm`` included, at its default precision)."""
     if plan.family == "gemm":
         return gemm_parts(plan, gemm_knobs(plan)[0]["precision"])
+    if plan.family == "conv":  # a chain's first kernel (chains.conv_then): TUNABLES at run time
+        return conv_parts(plan, conv_knobs(plan)[0])
     if plan.family == "pointwise":
         return _pointwise_parts(plan)
     if plan.family == "strided":

@@ -115,6 +115,28 @@ BUNDLED_LONG = {"softmax_393k_fp32": ("row", "softmax"),
                 "layernorm_4m_fp32": ("row", "layer_norm")}
 #: Bundled tasks the conv family covers (their expected plans: test_conv.py).
 BUNDLED_CONV = tuple(sorted(p.stem for p in BUNDLED.glob("conv*.py")))
+#: Bundled tasks whose forward goes on past what the conv family computes: a chain, the conv
+#: kernel up to the cut (chains.conv_then), then the other families' kernels on what it wrote:
+#: name -> ((conv stage's tail ops), (family, description words) of each later kernel).
+BUNDLED_CONV_CHAINS = {
+    "conv2d_avgpool_sigmoid_sum_fp32": (("avg_pool",), (("row", "sum over the last 3 dim"),)),
+    "conv3d_groupnorm_mean_bf16": (("group_norm",), (("row", "mean over the last 4 dim"),)),
+    "conv_transpose3d_batchnorm_center_fp32": (
+        ("batch_norm",), (("row", "mean over the last 3 dim(s) of 16x32x31x63x63"),)),
+    "conv_transpose3d_layernorm_gelu_scale_fp32": (
+        (), (("row", "layer_norm over the last dim"),)),
+    "conv_transpose2d_min_sum_gelu_bias_bf16": (
+        ("channel",), (("strided", "sum over dims [2]"),)),
+}
+#: conv_tasks/rec_chain_*: the same for our small cases (refused before conv_then: a branch
+#: after a tail, a matrix product of the conv's output, a pooling with padding).
+CONV_TASK_CHAINS = {
+    "rec_chain_branching_tails": (("max_pool",), (("row", "mean over the last 2 dim"),
+                                                  ("row", "mean over the last 2 dim"),
+                                                  ("pointwise", "add"))),
+    "rec_chain_conv_matmul": ((), (("gemm", "384x12"),)),
+    "rec_chain_pool_padding": ((), (("pool", "padding (1, 1)"),)),
+}
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}

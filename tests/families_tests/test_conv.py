@@ -69,7 +69,10 @@ BUNDLED = {
                                     {"stages": [("batch_norm", "mul")]}),
     "conv2d_instancenorm_div_fp32": ("conv", _IG, "add", {},
                                      {"stages": [("group_norm", "div")]}),
+    "conv2d_softplus_multiply_batchnorm_bf16": ("conv", _IG, "add, softplus, tanh, mul", {},
+                                                {"stages": [("batch_norm", "-")]}),
 }
+CHAINED = fd.BUNDLED_CONV_CHAINS
 #: Our small tasks (conv_tasks/rec_*.py): same layout.
 EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
@@ -98,18 +101,15 @@ NEGATIVE = {
     "rec_neg_wide_kernel": ("nn.Conv1d", ["24 > 16", "im2col"]),
     "rec_neg_pixel_operand": ("broadcast", ["mask", "(1, 1, 12, 12)", "per channel"]),
     "rec_neg_unbatched": ("nn.Conv1d", ["unbatched"]),
-    "rec_neg_conv_matmul": ("@ (matmul)", ["besides a convolution"]),
-    "rec_neg_branching_tails": ("mean", ["one chain"]),
-    "rec_neg_pool_padding": ("max_pool", ["padding=1"]),
     "rec_neg_spatial_softmax": ("softmax", ["torch.softmax over dim 2", "channels (dim 1)"]),
 }
 
 
 def test_every_conv_task_is_listed():
-    assert sorted(BUNDLED) == list(fd.BUNDLED_CONV)
-    assert sorted(EXTRA) + sorted(NEGATIVE) == sorted(
-        sorted(p.stem for p in fd.CONV_TASKS.glob("*.py")), key=lambda n: n.startswith(
-            "rec_neg"))
+    assert sorted({**BUNDLED, **CHAINED}) == list(fd.BUNDLED_CONV)
+    assert sorted(EXTRA) + sorted(fd.CONV_TASK_CHAINS) + sorted(NEGATIVE) == sorted(
+        sorted(p.stem for p in fd.CONV_TASKS.glob("*.py")), key=lambda n: (
+            n.startswith("rec_neg"), n.startswith("rec_chain")))
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLED) + sorted(EXTRA))

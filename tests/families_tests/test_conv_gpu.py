@@ -8,7 +8,7 @@ or a ``conv_tasks/rec_*`` task into a candidate and evaluates it with
 :class:`LocalEvaluator` (main shape with the task's input distributions, every VERIFY_SHAPE
 — batch 1 and odd spatial sizes —, poisoned outputs, a determinism re-run, 20 timed calls;
 no baselines) and asserts the verdict is ``correct``. Cases: the default candidate of every
-conv task, then a few knob values on ``conv2d_bf16`` / ``conv2d_fp32`` (64-row tiles,
+conv task (the chains of a conv kernel and other families' kernels among them), then a few knob values on ``conv2d_bf16`` / ``conv2d_fp32`` (64-row tiles,
 clusters with multicast, narrow k tiles, stages, promotion off and on) and on the direct
 kernel (tile width, rows per thread). ``smoke`` selects one case per kernel path: bf16 and
 3xTF32 implicit GEMM, a strided transposed conv (one GEMM per output phase) and one on the
@@ -35,7 +35,8 @@ SMOKE = ("conv2d_bf16", "conv2d_fp32", "conv_transpose2d_bf16", "conv2d_grouped_
          "rec_transposed_zero_insert_bf16", "conv2d_groupnorm_scale_maxpool_clamp_bf16")
 TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_functional_fp32",
                                  "rec_transposed_zero_insert_bf16", "rec_sequential_fp32",
-                                 "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16"]
+                                 "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16",
+                                 *sorted(fd.CONV_TASK_CHAINS)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
           ("conv2d_bf16", (("cluster_n", 2),)), ("conv2d_bf16", (("tile_k", 16),)),

@@ -1,4 +1,4 @@
-"""A convolution and a matrix product in one forward."""
+"""A convolution and a matrix product in one forward: the conv kernel, then the GEMM family's on what it wrote."""
 import torch
 import torch.nn as nn
 
