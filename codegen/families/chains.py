@@ -90,6 +90,17 @@ def _dag_stage(cap: Captured, m: Matcher, cuts: list[int], end: int, j: int,
     return replace(cap, nodes=tuple(nodes), output=end, forward_args=cap.forward_args + used)
 
 
+def _valued(m: Matcher, a: int, end: int) -> int | None:
+    """The node holding anchor ``a``'s tensor: ``a`` itself, or the ``[0]`` (values) of a
+    ``torch.min`` / ``max`` over a dim, whose result is a (values, indices) pair."""
+    if m.node(a).dtype:
+        return a
+    uses = m.users(a, m.ancestors(end))
+    if len(uses) == 1 and m.node(uses[0]).op == "getitem" and m.node(uses[0]).dtype:
+        return uses[0]
+    return None
+
+
 def dag_plan(cap: Captured, match: Callable[[Captured], Plan], base: int = 0) -> Plan:
     """A chain cut at every anchor's output but the last (see the module docstring); where
     the last anchor's kernel cannot read the earlier results, cut at every anchor's output,
@@ -174,9 +185,10 @@ def chain_plan(cap: Captured, match: Callable[[Captured], Plan], base: int = 0) 
             except NotCoveredError as e:
                 inside = [a for a in anchors if a in m.ancestors(end) and (
                     start is None or a not in m.ancestors(start))]
-                if e.nc.op == "broadcast" and inside and inside[-1] not in cuts \
-                        and inside[-1] != end and m.node(inside[-1]).dtype:
-                    retry = inside[-1]  # cut after the anchor: its tail as a kernel of its own
+                last = _valued(m, inside[-1], end) if inside else None
+                if e.nc.op == "broadcast" and last is not None and last not in cuts \
+                        and last != end:
+                    retry = last  # cut after the anchor: its tail as a kernel of its own
                     break
                 raise NotCoveredError(f"{e.nc.reason} (kernel {j + 1} of a chain of {len(ends)}:"
                                       f" {names})", e.nc.op) from e

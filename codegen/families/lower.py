@@ -22,6 +22,8 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * ``F.cosine_similarity`` / ``nn.CosineSimilarity``: three sums over the dim, then
   pointwise; ``F.triplet_margin_loss`` / ``nn.TripletMarginLoss`` (p = 2, no swap): two
   pairwise distances, the hinge, the reduction (recognition makes chains of them);
+* a softmax / log-softmax over a dim that is not the last: ``exp(x - logsumexp(x, dim,
+  keepdim=True))`` / ``x - logsumexp(...)``, the strided family's logsumexp mapped back;
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
   "bij,bkj->bik", "ki,kj->ij" ...), or a tensor of any rank times a matrix over its last
   letter ("bijl,lk->bijk"): a ``matmul`` of the operands, each transposed as its letters
@@ -465,7 +467,28 @@ def _lower_exclusive_cumsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int
     return b.call("sub", f"{n.target} (exclusive)", {"input": cs, "other": xid}, {}, n)
 
 
-_LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+def _lower_softmax(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """A softmax / log-softmax over a dim that is not the last (over the channels of an
+    NCHW tensor, say): ``exp(x - logsumexp(x, dim, keepdim=True))`` / ``x - logsumexp(...)``,
+    the logsumexp a strided reduction mapped back over the values it reduces (two reads of
+    x; statistics and arithmetic in fp32). Over the last dim the row family computes it."""
+    x_id = n.tensors.get("input")
+    dim = n.consts.get("dim")
+    if x_id is None or n.consts.get("dtype") is not None or not isinstance(dim, int):
+        return None
+    nd = len(nodes[x_id].shape)
+    if nd < 2 or not -nd <= dim < nd or dim % nd == nd - 1:
+        return None
+    t = f"{n.target} (lowered)"
+    x = b.new_id[x_id]
+    d = dim % nd
+    shape = tuple(1 if i == d else s for i, s in enumerate(nodes[x_id].shape))
+    lse = b.call("logsumexp", t, {"input": x}, {"dim": [d], "keepdim": True}, n, shape)
+    diff = b.call("sub", t, {"input": x, "other": lse}, {}, n)
+    return diff if n.op == "log_softmax" else b.call("exp", t, {"input": diff}, {}, n)
+
+
+_LOWER = {"norm": _lower_norm, "softmax": _lower_softmax, "log_softmax": _lower_softmax, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,

@@ -35,6 +35,7 @@ from cutegen.codegen.families.matcher import (
     OPMATH_EPS,
     Matcher,
     NotCoveredError,
+    leaf_kind,
     trailing_dims,
 )
 from cutegen.codegen.families.norms import norm_plan
@@ -76,9 +77,14 @@ def _match_lowered(cap: Captured, base: int = 0) -> Plan:
     try:
         return _match_one(m, out)
     except NotCoveredError as e:
-        if n_anchors < 2:
+        if n_anchors < 2 and not (n_anchors == 1 and e.nc.op == "broadcast"):
             raise
         first = e  # one fused kernel cannot do it: one kernel per anchor, in a chain
+    if n_anchors < 2:  # an epilogue operand the anchor's kernel cannot broadcast: cut after it
+        try:
+            return chain_plan(cap, _match_stage, base)
+        except NotCoveredError:
+            raise first from None
     try:
         return chain_plan(cap, _match_stage, base)
     except NotCoveredError as e:
@@ -155,16 +161,41 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     if out.dtype not in FLOATS:
         raise NotCoveredError(f"a pointwise result of dtype {out.dtype}", out.dtype)
     frame = tuple(out.shape)
+    # an operand that is none of full / per-column / per-row / one value but broadcasts to
+    # the result (an outer sum: (B, 1, 1, W) + (C, 1, 1) -> (B, C, 1, W)) is read expanded
+    # to the result's shape, like a full one ("bcast")
+    m.classify = lambda shape, fr, k: leaf_kind(shape, fr, k) or (
+        "full" if _broadcasts(shape, fr) else None)
     chain = m.chain(calls, out.id, frame, 1, {})
     full = [lf for lf in m.leaves.values() if lf.kind == "full"]
-    if not full:
-        raise NotCoveredError("no operand has the output's full shape (an outer-product "
-                          "broadcast)", "broadcast")
-    main = sorted(full, key=lambda lf: (lf.dtype == "bool", lf.source != "input"))[0].name
+    if not full:  # every operand smaller than the result ((B, 1) + (1, C, 1, 1)): one of
+        # them, expanded to the result's shape, is the kernel's main operand
+        vecs = sorted((lf for lf in m.leaves.values() if lf.kind in ("row", "col", "rowmap")),
+                      key=lambda lf: lf.source != "input")
+        if not vecs:
+            raise NotCoveredError("no operand has the output's full shape or broadcasts to it",
+                                  "broadcast")
+        m.leaves[vecs[0].name] = replace(vecs[0], kind="full", rowmap=())
+        full = [m.leaves[vecs[0].name]]
+    main = sorted(full, key=lambda lf: (lf.dtype == "bool", lf.source != "input",
+                                        _padded(lf.shape, frame) != frame))[0].name
+    outer = any(_padded(lf.shape, frame) != frame for lf in full)
+    how = (f"{len(full)} tensor(s) broadcast to the result" if outer
+           else f"{len(full)} full tensor(s)")
     return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
-                (), out.dtype, "broadcast", m.cap.forward_args,
-                f"pointwise: {chain.describe()} over {len(full)} full tensor(s), "
+                (("bcast", True),) if outer else (), out.dtype, "broadcast", m.cap.forward_args,
+                f"pointwise: {chain.describe()} over {how}, "
                 f"{'x'.join(map(str, frame))} {out.dtype}")
+
+
+def _padded(shape: tuple[int, ...], frame: tuple[int, ...]) -> tuple[int, ...]:
+    return (1,) * (len(frame) - len(shape)) + tuple(shape)
+
+
+def _broadcasts(shape: tuple[int, ...], frame: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``frame`` (torch's rules)."""
+    return len(shape) <= len(frame) and all(
+        d in (1, f) for d, f in zip(_padded(shape, frame), frame, strict=True))
 
 
 def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:

@@ -259,10 +259,10 @@ def reduction_params(a: Node, op: str, x: Node, params: dict[str, object]) -> tu
     lay = layout(nd, dims)
     if op in ("argmax", "argmin") and c.get("dim") is not None and len(dims) > 1:
         raise NotCoveredError(f"{op} over several dims", op)
-    if op == "logsumexp" and lay not in ("inner", "all"):
+    if op == "logsumexp" and lay not in ("inner", "all", "strided"):
         raise NotCoveredError(f"logsumexp over dims {list(dims)} of a {nd}-d tensor (the row "
-                              "family takes it over the trailing dims or every element; the "
-                              "strided family has no logsumexp)", op)
+                              "family takes it over the trailing dims or every element, the "
+                              "strided family over one middle run of dims)", op)
     if op in ("var", "std"):
         correction = c.get("correction")
         if correction is None:

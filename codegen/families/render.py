@@ -254,8 +254,13 @@ def _frame_lines(plan: Plan) -> list[str]:
     if plan.op == "group_norm":  # rows are (n, group): (N * G, C / G * spatial)
         rows = [f"n_rows = shape[0] * {plan.param('groups')}",
                 "n_cols = main.numel() // max(n_rows, 1)"]
-    return [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
-            f"n_cols = math.prod(shape[len(shape) - {k}:])", *rows, alloc,
+    head = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape"]
+    if plan.param("bcast"):  # the result's shape: what the full / broadcast operands make
+        fulls = [source(lf) for lf in plan.leaves
+                 if lf.kind in ("full", "col", "row", "rowmap", "scalar")]
+        head = [f"shape = torch.broadcast_shapes({', '.join(f + '.shape' for f in fulls)})",
+                f"main = {source(plan.leaf(plan.main))}.expand(shape).contiguous()"]
+    return [*head, f"n_cols = math.prod(shape[len(shape) - {k}:])", *rows, alloc,
             "if main.numel() == 0:", "    return out"]
 
 
@@ -342,6 +347,13 @@ def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
 
 def _pointwise_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     ops = _operands(plan, list(plan.prologue.leaves()), (plan.main, "main.view(n_rows, n_cols)"))
+    if plan.param("bcast"):  # operands broadcast to the result, read expanded to its shape
+        ops = Operands()
+        ops.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
+        for n in plan.prologue.leaves():
+            lf = plan.leaf(n)
+            ops.add(lf, f"_as_bcast({source(lf)}, shape, n_rows, n_cols)" if lf.kind == "full"
+                    else wrapped(lf))
     funcs = [chain_function("_pointwise", plan.prologue, ops.access,
                             doc="The fused pointwise computation of one row's vector.")]
     body = [render_template("pointwise", {"PW": ""}, {})]

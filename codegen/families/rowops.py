@@ -78,6 +78,7 @@ STRIDED_OPS: dict[str, RowOp] = {
     "prod": RowOp("ProdStrided", ("strided_prod",)),
     "var": RowOp("VarStrided", ("strided_var",), opts=_var(False)),
     "std": RowOp("VarStrided", ("strided_var",), opts=_var(True)),
+    "logsumexp": RowOp("LogSumExpStrided", ("row_lse", "strided_lse")),
 }
 #: Row ops that write a full row (the others write one value per row).
 WRITES_ROW = frozenset(op for op, spec in ROW_OPS.items() if spec.writes_row)

@@ -136,6 +136,8 @@ CONV_TASK_CHAINS = {
                                                   ("pointwise", "add"))),
     "rec_chain_conv_matmul": ((), (("gemm", "384x12"),)),
     "rec_chain_pool_padding": ((), (("pool", "padding (1, 1)"),)),
+    "rec_chain_pixel_operand": ((), (("pointwise", "broadcast to the result"),)),
+    "rec_chain_spatial_softmax": ((), (("strided", "logsumexp over dims [2]"),)),
 }
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).

@@ -99,9 +99,7 @@ NEGATIVE = {
     "rec_neg_two_convs": ("nn.Conv2d", ["more than one convolution"]),
     "rec_neg_transposed_depthwise": ("nn.ConvTranspose2d", ["transposed depthwise", "forward"]),
     "rec_neg_wide_kernel": ("nn.Conv1d", ["24 > 16", "im2col"]),
-    "rec_neg_pixel_operand": ("broadcast", ["mask", "(1, 1, 12, 12)", "per channel"]),
     "rec_neg_unbatched": ("nn.Conv1d", ["unbatched"]),
-    "rec_neg_spatial_softmax": ("softmax", ["torch.softmax over dim 2", "channels (dim 1)"]),
 }
 
 

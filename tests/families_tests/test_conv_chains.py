@@ -123,25 +123,46 @@ def test_the_rest_may_be_a_chain_numbered_on(tmp_path):
 
 
 def test_a_rest_no_family_covers_names_the_cut(tmp_path):
-    path = _task(tmp_path, "conv_min_softmax", "        self.conv = nn.Conv3d(3, 8, 3)",
-                 "        return torch.softmax(torch.min(self.conv(x), dim=2)[0], dim=1)",
+    path = _task(tmp_path, "conv_min_cumsum", "        self.conv = nn.Conv3d(3, 8, 3)",
+                 "        return torch.cumsum(torch.min(self.conv(x), dim=2)[0], dim=1)",
                  "2, 3, 8, 8, 8")
     rec = recognize(capture_in_process(path))
     assert not rec.covered
     msg = rec.not_covered.message
-    assert "torch.min over dim 2" in msg and "as a chain, cut after nn.Conv3d" in msg, msg
-    assert "softmax over dim 1" in msg and "--seed-candidate" in msg, msg
+    assert "torch.cumsum after a convolution" in msg, msg
+    assert "as a chain, cut after nn.Conv3d" in msg and "cumsum over dim 1" in msg, msg
+    assert "--seed-candidate" in msg, msg
 
 
-def test_a_value_crossing_the_cut_is_refused(tmp_path):
-    """The conv's output is both normalised and added back after the norm: no single value
-    a kernel writes carries both to the rest."""
+def test_a_softmax_over_the_channels_after_a_min_over_a_spatial_dim(tmp_path):
+    """KernelBench level 2's Conv3d -> min over depth -> softmax over channels: the conv
+    kernel, the strided min, then the strided logsumexp mapped back (exp(x - lse))."""
+    path = _task(tmp_path, "conv_min_softmax", "        self.conv = nn.Conv3d(3, 8, 3)",
+                 "        return torch.softmax(torch.min(self.conv(x), dim=2)[0], dim=1)",
+                 "2, 3, 8, 8, 8")
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    stages = rec.plans[0].param("stages")
+    assert [(st.family, st.op) for st in stages] == [
+        ("conv", "conv"), ("strided", "amin"), ("strided", "logsumexp")]
+    assert stages[2].param("map") and stages[2].epilogue.describe() == "sub, exp"
+
+
+def test_the_conv_output_read_again_after_a_norm(tmp_path):
+    """The conv's output both normalised and added back after the norm (a residual), then a
+    logsumexp over the channels: the conv kernel writes its output, the GroupNorm kernel
+    reads it twice (its input, and the residual in its epilogue), the strided family's
+    logsumexp takes the channels (before: "used both before and after the row operation")."""
     path = _task(tmp_path, "conv_residual_lse", "        self.conv = nn.Conv2d(4, 8, 3)\n"
                  "        self.gn = nn.GroupNorm(2, 8)",
                  "        y = self.conv(x)\n        z = torch.tanh(self.gn(y)) + y\n"
                  "        return torch.logsumexp(z, dim=1, keepdim=True)", "2, 4, 16, 16")
     rec = recognize(capture_in_process(path))
-    assert not rec.covered and "conv" in rec.not_covered.message.lower()
+    assert rec.covered, rec.not_covered
+    stages = rec.plans[0].param("stages")
+    assert [(st.family, st.op) for st in stages] == [
+        ("conv", "conv"), ("row", "group_norm"), ("strided", "logsumexp")]
+    assert "add" in stages[1].epilogue.describe()
 
 
 _COMPILE = pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")

@@ -54,6 +54,17 @@ REDUCE_EXTRA = {
     "logsumexp_rows_bf16": ("row", "logsumexp", "-", "sub, relu", {"layout": "inner",
                                                                     "keepdim": True}),
     "logsumexp_all_fp32": ("row", "logsumexp", "-", "-", {"layout": "all", "k": 1}),
+    # results larger than every operand (refused before 2026-12-03's seventh session)
+    "outer_sum_tanh_fp32": ("pointwise", "pointwise", "add, tanh", "-", {"bcast": True}),
+    "gemm_gn_min_bias_bf16": ("chain", "matmul+group_norm+amin+pointwise", "-", "-", {}),
+    "logsumexp_dim1_fp32": ("strided", "logsumexp", "-", "-", {"dims": (1,),
+                                                                "layout": "strided"}),
+    "rowsum_times_colmax_fp32": ("chain", "sum+amax+pointwise", "-", "-", {}),
+    "div_by_unkept_sums_fp32": ("chain", "sum+pointwise", "-", "-", {}),
+    "softmax_channels_bf16": ("strided", "logsumexp", "-", "sub, exp", {"dims": (1,),
+                                                                          "map": True}),
+    "log_softmax_dim0_fp32": ("strided", "logsumexp", "-", "sub", {"dims": (0,),
+                                                                    "map": True}),
 }
 
 

@@ -1,4 +1,4 @@
-"""A softmax over a spatial dim of a conv's output: not a tail the conv family has."""
+"""A softmax over a spatial dim after a conv (the conv tails take the channels only): the conv kernel, then the strided family's logsumexp over that dim mapped back, exp(x - lse)."""
 import torch
 import torch.nn as nn
 

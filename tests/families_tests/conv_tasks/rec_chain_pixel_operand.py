@@ -1,4 +1,4 @@
-"""An operand per pixel ((1, 1, H, W)): neither full, per channel nor a single value."""
+"""A per-pixel operand (1, 1, H, W) after a conv: the conv kernel, then a pointwise kernel reading the operand expanded (the conv epilogue broadcasts per-channel operands only)."""
 import torch
 import torch.nn as nn
 

@@ -1,0 +1,103 @@
+"""Pointwise results larger than every operand (an outer broadcast), as level-2 chains end:
+``torch.min(x, dim=1, keepdim=True)[0] + bias`` with ``bias`` of shape ``(1, C, 1, 1)`` after
+a Linear ((B, 1) + (1, C, 1, 1) -> (1, C, B, 1)), or a conv's reduced map ``(B, 1, 1, W)`` plus
+a per-channel ``(C, 1, 1)`` bias -> ``(B, C, 1, W)``. Before, recognition refused both: "no
+operand has the output's full shape (an outer-product broadcast)", or the anchor's epilogue
+could not broadcast the bias and a chain of one anchor was never cut after it; and a
+``torch.min`` over a dim (a (values, indices) pair) was never a place to cut.
+
+Now the result's shape is what the operands broadcast to, computed at run time; an operand
+that does not match it is read expanded (``_as_bcast``), and a reduction whose epilogue cannot
+broadcast an operand ends its kernel there, the rest a pointwise kernel. Two such tasks in
+``reduce_tasks/`` (``outer_sum_tanh_fp32``, ``gemm_gn_min_bias_bf16``) are compiled for sm_90a
+by ``test_reduce_compile.py`` and run on the GPU with issue 19's cases."""
+
+from __future__ import annotations
+
+from cutegen.codegen.eval.static import check_source
+from cutegen.codegen.families.capture import capture_in_process
+from cutegen.codegen.families.recognize import recognize
+from cutegen.codegen.families.render import render
+
+HEAD = "import torch\nimport torch.nn as nn\n\n\n"
+
+
+def _task(tmp_path, name: str, init: str, forward: str, inputs: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(HEAD + "class Model(nn.Module):\n    def __init__(self):\n"
+                    f"        super().__init__()\n{init or '        pass'}\n\n"
+                    f"    def forward(self, {forward}\n\n\n"
+                    f"def get_inputs():\n    return [{inputs}]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    return str(path)
+
+
+def _outer_sum(tmp_path) -> str:
+    return _task(tmp_path, "outer_sum", "", "x, y):\n        return torch.tanh(x + y)",
+                 "torch.randn(96, 1), torch.randn(1, 200)")
+
+
+def _gemm_gn_min_bias(tmp_path) -> str:
+    return _task(tmp_path, "gemm_gn_min_bias",
+                 "        self.gemm = nn.Linear(64, 48)\n        self.gn = nn.GroupNorm(4, 48)\n"
+                 "        self.bias = nn.Parameter(torch.randn(1, 48, 1, 1))",
+                 "x):\n        x = self.gn(self.gemm(x))\n"
+                 "        x = torch.min(x, dim=1, keepdim=True)[0]\n        return x + self.bias",
+                 "torch.randn(32, 64)")
+
+
+def test_an_outer_sum_is_one_pointwise_kernel(tmp_path):
+    path = _outer_sum(tmp_path)
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    plan = rec.plans[0]
+    assert plan.family == "pointwise" and plan.param("bcast")
+    assert "broadcast to the result, 96x200" in plan.description
+    code = render(plan, open(path).read())
+    assert check_source(code).ok
+    body = code[code.index("class ModelNew"):]
+    assert "shape = torch.broadcast_shapes(x.shape, y.shape)" in body, body
+    assert "main = x.expand(shape).contiguous()" in body, body
+
+
+def test_a_chain_ends_in_an_outer_broadcast_after_a_min_over_a_dim(tmp_path):
+    """Linear -> GroupNorm -> min over dim 1 (keepdim) -> + bias (1, C, 1, 1): the bias
+    makes the result (1, C, B, 1); the min's kernel writes (B, 1), a pointwise kernel adds."""
+    path = _gemm_gn_min_bias(tmp_path)
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    stages = rec.plans[0].param("stages")
+    assert [st.family for st in stages] == ["gemm", "row", "row", "pointwise"]
+    assert stages[2].op == "amin" and stages[2].epilogue.empty
+    assert stages[3].param("bcast") and "1x48x32x1" in stages[3].description
+    code = render(rec.plans[0], open(path).read())
+    assert check_source(code).ok
+
+
+def test_a_conv_chain_ends_in_an_outer_broadcast(tmp_path):
+    """ConvTranspose2d -> min over channels (keepdim) -> sum over dim 2 (keepdim) -> GELU ->
+    + bias (C, 1, 1): (B, 1, 1, W) + (C, 1, 1) -> (B, C, 1, W)."""
+    path = _task(tmp_path, "conv_min_sum_bias",
+                 "        self.conv = nn.ConvTranspose2d(8, 16, 3, 2, 1, 1)\n"
+                 "        self.bias = nn.Parameter(torch.randn(16, 1, 1))",
+                 "x):\n        x = torch.min(self.conv(x), dim=1, keepdim=True)[0]\n"
+                 "        x = torch.sum(x, dim=2, keepdim=True)\n"
+                 "        return torch.nn.functional.gelu(x) + self.bias",
+                 "torch.randn(4, 8, 16, 16)")
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    stages = rec.plans[0].param("stages")
+    assert [st.family for st in stages] == ["conv", "strided", "pointwise"]
+    assert stages[2].param("bcast") and "4x16x1x32" in stages[2].description
+
+
+def test_broadcasts_both_ways_are_covered(tmp_path):
+    path = _task(tmp_path, "no_bcast", "", "x, y):\n        return x + y.view(1, 1, 7)",
+                 "torch.randn(3, 5, 1), torch.randn(7)")
+    rec = recognize(capture_in_process(path))
+    assert rec.covered  # (3, 5, 1) + (1, 1, 7) -> (3, 5, 7): a broadcast both ways
+    path = _task(tmp_path, "bad", "", "x, y):\n        return x + y",
+                 "torch.randn(3, 5), torch.randn(4, 1, 5)")
+    rec = recognize(capture_in_process(path))
+    assert rec.covered  # (3, 5) + (4, 1, 5) -> (4, 3, 5)
+    assert "4x3x5" in rec.plans[0].description
