@@ -219,6 +219,13 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
     return table
 
 
+def _random_dropout(what: str) -> str:
+    """How a dropout that drops something is named in the refusal: its output is random."""
+    return (f"{what} in training mode, whose output is random (a fresh mask each call: no "
+            "kernel's output can be checked against it; with p = 0 or in eval mode it is the "
+            "identity and is covered),")
+
+
 def _module_call(mod: Any) -> tuple[str, dict[str, Any]]:
     """(canonical op, constants) for an ``nn`` leaf module; ("?", {}) when unknown."""
     import torch.nn as nn
@@ -382,6 +389,8 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
                 v["path"] = f"{n.target}.{v['path']}"
         bound = _bind(_MODULE_ARGS.get(op, ("input", "target")), args, kwargs)
         target = f"nn.{type(mod).__name__}"
+        if op == "?" and isinstance(mod, torch.nn.Dropout):
+            target = _random_dropout(f"{target}(p={mod.p})")
     elif n.op == "call_method":
         name = str(n.target)
         op = _METHOD_ALIASES.get(name, name if name in _PARAMS or name in _UNARY else "?")
@@ -418,6 +427,7 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
             op, bound = "identity", {"input": bound.get("input")}
         else:
             op = "?"  # random in training mode: nothing a kernel can be checked against
+            target = _random_dropout(f"{target}(p={p})")
     if op in ("max", "min") and isinstance(bound.get("dim"), torch.fx.Node) and isinstance(
             values.get(bound["dim"]), torch.Tensor):  # torch.max(x, y): elementwise
         bound["other"] = bound.pop("dim")

@@ -120,3 +120,19 @@ def test_torch_spellings_of_arithmetic_are_the_ops(tmp_path, alias, canonical):
     ref = _plan(tmp_path, "canon", canonical)
     assert rec.covered, rec.not_covered
     assert [p.description for p in rec.plans] == [p.description for p in ref.plans]
+
+
+def test_a_random_dropout_is_refused_with_the_reason(tmp_path):
+    """nn.Dropout(p > 0) in training mode (KernelBench's Matmul_Dropout_Mean_Softmax): the
+    refusal says why (a random mask each call) instead of "nn.Dropout is not supported"; with
+    p = 0 (or F.dropout(training=False)) it is the identity and covered."""
+    rec = _plan(tmp_path, "drop", "torch.sigmoid(self.drop(x))",
+                init="        self.drop = nn.Dropout(0.2)")
+    assert not rec.covered
+    msg = rec.not_covered.message
+    assert "nn.Dropout(p=0.2) in training mode" in msg and "random" in msg, msg
+    rec = _plan(tmp_path, "fdrop", "torch.sigmoid(torch.nn.functional.dropout(x, 0.3))")
+    assert not rec.covered and "(p=0.3) in training mode" in rec.not_covered.message
+    rec = _plan(tmp_path, "drop0", "torch.sigmoid(self.drop(x))",
+                init="        self.drop = nn.Dropout(0.0)")
+    assert rec.covered, rec.not_covered
