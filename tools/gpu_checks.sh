@@ -41,7 +41,8 @@
 #   sums           a chain's row sums in one launch (cosine, triplet losses): correct, then
 #                  timed beside two single-sum chains                                  ~5
 #   conv-smoke     the conv family's candidates, one per kernel path (issue 20)         ~3
-#   outer-gpu      outer broadcasts, the strided logsumexp and softmax, chains ending in them  ~3
+#   outer-gpu      outer broadcasts, the strided logsumexp and softmax, chains ending in them,
+#                  attention (SDPA lowered, 4-d batched products)                         ~4
 #   conv-chains    the conv + other families chains (9 cases; correctness, -n 4)          ~3
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
@@ -181,7 +182,9 @@ for s in "$@"; do
       fi ;;
     outer-gpu)  # outer broadcasts, the strided logsumexp, chains ending in them (2026-12-03)
       step outer_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
-        -p no:cacheprovider -k "r19 and (outer_sum or gemm_gn_min or logsumexp_dim1 or rowsum_times or div_by_unkept or softmax_channels or log_softmax_dim0)" ;;
+        -p no:cacheprovider -k "r19 and (outer_sum or gemm_gn_min or logsumexp_dim1 or rowsum_times or div_by_unkept or softmax_channels or log_softmax_dim0)"
+      step attention_gpu 200 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
+        -p no:cacheprovider -k "chain_sdpa or chain_attention_4d" ;;
     conv-chains)  # a conv kernel then other families' kernels (chains.conv_then, 2026-12-03)
       step conv_chains 400 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 4 \
         -p no:cacheprovider -k "rec_chain or avgpool_sigmoid_sum or groupnorm_mean or batchnorm_center or layernorm_gelu or min_sum_gelu or softplus_multiply" ;;

@@ -142,11 +142,14 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     dt = _DTYPES[plan.out_dtype]
     lines = [f"a = {source(plan.leaf(plan.param('a')))}",
              f"b = {source(plan.leaf(plan.param('b')))}"]
-    if batched:
-        lines += ["L = a.shape[0]",
+    if batched:  # the batch dims (one, or [B, H] of attention) fold into L
+        lines += ["lead = tuple(a.shape[:-2])",
+                  "a = a.reshape(-1, a.shape[-2], a.shape[-1])",
+                  "b = b.reshape(-1, b.shape[-2], b.shape[-1])",
+                  "L = a.shape[0]",
                   f"M = a.shape[{-2 if a_major == 'k' else -1}]",
                   f"N = b.shape[{-1 if b_major == 'n' else -2}]",
-                  "mshape = (L, M, N)"]
+                  "mshape = (*lead, M, N)"]
     else:
         if a_major == "k":  # leading dims of A (x of a Linear) fold into M
             lines += ["lead = tuple(a.shape[:-1])", "a = a.reshape(-1, a.shape[-1])",
@@ -165,7 +168,7 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     else:
         lines += [f"out = _empty(mshape, dtype={dt}, device=a.device)",
                   "if out.numel() == 0:", "    return out"]
-        target = "out"
+        target = "out.view(L, M, N)" if batched else "out"
     epi = "_epilogue" if has_epilogue else "None"
     a_kind = "a_k" if a_major == "k" else "a_m"
     b_kind = "b_k" if b_major == "k" else "b_n"

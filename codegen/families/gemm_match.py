@@ -10,8 +10,9 @@ through transposes of its last two dims (``.t()``, ``.T``, ``.mT``, ``transpose(
   [M, K] (row-major), "m" when the reference transposes a stored [K, M] tensor;
 * B is the right operand, logically [K, N]: ``b_major`` "n" when stored [K, N], "k" when
   stored [N, K] (an ``nn.Linear`` weight, or ``W.T``);
-* ``batched``: both operands are 3-d with the same batch size (``bmm``, or ``matmul`` of two
-  3-d tensors); a 3-d or higher K-major A times a 2-d B (a Linear over [batch, seq,
+* ``batched``: both operands are 3-d or more with the same batch dims (``bmm``, or ``matmul``
+  of two 3-d tensors, or of two [B, H, .., ..] tensors as attention has: the batch dims fold
+  into one); a 3-d or higher K-major A times a 2-d B (a Linear over [batch, seq,
   features], KernelBench's 4-d tensor-matrix product) is a 2-d product with the leading
   dims folded into M (not batched); broadcast batch dims and other > 3-d products are not
   covered;
@@ -166,16 +167,13 @@ def _check_shapes(g: Node, a: tuple[int, ...], b: tuple[int, ...], a_flips: int)
             raise NotCoveredError(f"{_name(g)} of a transposed {len(a)}-d A and a 2-d B",
                                   _name(g))
         return False
-    if len(a) > 3 or len(b) > 3:
-        raise NotCoveredError(f"{_name(g)} of {len(a)}-d and {len(b)}-d operands: the gemm family "
-                              "covers 2-d, batched 3-d and [.., K] @ [K, N] products", _name(g))
     if len(a) != len(b):
         raise NotCoveredError(f"{_name(g)} of {len(a)}-d and {len(b)}-d operands (batch dims "
                               "broadcast)", _name(g))
-    if len(a) == 3 and a[0] != b[0]:
-        raise NotCoveredError(f"{_name(g)} with batch sizes {a[0]} and {b[0]} (batch dims "
-                              "broadcast)", _name(g))
-    return len(a) == 3
+    if len(a) >= 3 and tuple(a[:-2]) != tuple(b[:-2]):
+        raise NotCoveredError(f"{_name(g)} with batch dims {tuple(a[:-2])} and {tuple(b[:-2])} "
+                              "(batch dims broadcast)", _name(g))
+    return len(a) >= 3  # batched; several batch dims (attention's [B, H, ..]) fold into one
 
 
 def _reduction(m: Matcher, calls: set[int], out: Node, g: Node, absorbed: set[int],
@@ -331,7 +329,8 @@ def gemm_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     # [batch, seq, K] @ [K, N] (or more leading dims): M = their product
     mm = math.prod(frame[:-1]) if not batched else frame[-2]
     nn_, kk = frame[-1], a_shape[-1]
-    desc = (f"gemm ({_name(g)}): {'batch ' + str(frame[0]) + ' x ' if batched else ''}"
+    batch = "x".join(map(str, frame[:-2]))
+    desc = (f"gemm ({_name(g)}): {'batch ' + batch + ' x ' if batched else ''}"
             f"{mm}x{kk} ({params['a_major']}-major A) @ {kk}x{nn_} ({params['b_major']}-major B), "
             f"{a_node.dtype}, precision {params['precision_default']}")
     if not epilogue.empty:

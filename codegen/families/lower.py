@@ -22,6 +22,8 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
 * ``F.cosine_similarity`` / ``nn.CosineSimilarity``: three sums over the dim, then
   pointwise; ``F.triplet_margin_loss`` / ``nn.TripletMarginLoss`` (p = 2, no swap): two
   pairwise distances, the hinge, the reduction (recognition makes chains of them);
+* ``F.scaled_dot_product_attention`` without mask, dropout or causal masking: ``softmax(q @
+  k^T * scale, -1) @ v``, a chain of the two batched products and the row softmax;
 * a softmax / log-softmax over a dim that is not the last: ``exp(x - logsumexp(x, dim,
   keepdim=True))`` / ``x - logsumexp(...)``, the strided family's logsumexp mapped back;
 * ``torch.einsum`` of two operands that is a (batched) matrix product ("ij,jk->ik",
@@ -488,7 +490,36 @@ def _lower_softmax(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     return diff if n.op == "log_softmax" else b.call("exp", t, {"input": diff}, {}, n)
 
 
-_LOWER = {"norm": _lower_norm, "softmax": _lower_softmax, "log_softmax": _lower_softmax, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+def _lower_sdpa(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """``F.scaled_dot_product_attention(q, k, v)`` without a mask, dropout, causal masking or
+    grouped heads: ``softmax(q @ k^T * scale, -1) @ v`` (a chain: the batched product with the
+    scale fused, the row softmax, the second product). ``scale`` defaults to 1 / sqrt(E), E the
+    query's last dim at capture (hidden shapes vary the batch, not E)."""
+    q, k, v = (n.tensors.get(key) for key in ("query", "key", "value"))
+    c = n.consts
+    if q is None or k is None or v is None or "attn_mask" in n.tensors or c.get("attn_mask") \
+            is not None or c.get("dropout_p", 0.0) not in (0, 0.0) or c.get("is_causal") \
+            or c.get("enable_gqa"):
+        return None
+    qs, ks, vs = nodes[q].shape, nodes[k].shape, nodes[v].shape
+    if len(qs) < 2 or len(qs) != len(ks) or len(ks) != len(vs) or qs[:-2] != ks[:-2] \
+            or ks[:-2] != vs[:-2] or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        return None
+    scale = c.get("scale")
+    scale = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
+    if not isinstance(scale, (int, float)):
+        return None
+    t = f"{n.target} (lowered)"
+    kt_shape = (*ks[:-2], ks[-1], ks[-2])
+    kt = b.call("transpose", t, {"input": b.new_id[k]}, {"dims": [-2, -1]}, nodes[k], kt_shape)
+    s_shape = (*qs[:-1], ks[-2])
+    s = b.call("matmul", t, {"input": b.new_id[q], "other": kt}, {}, n, s_shape)
+    s = b.call("mul", t, {"input": s}, {"other": float(scale)}, n, s_shape)
+    p = b.call("softmax", t, {"input": s}, {"dim": -1}, n, s_shape)
+    return b.call("matmul", t, {"input": p, "other": b.new_id[v]}, {}, n)
+
+
+_LOWER = {"norm": _lower_norm, "sdpa": _lower_sdpa, "softmax": _lower_softmax, "log_softmax": _lower_softmax, "vector_norm": _lower_norm, "normalize": _lower_normalize,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,

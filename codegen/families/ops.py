@@ -93,6 +93,8 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "celu": ("input", "alpha"), "hardshrink": ("input", "lambd"),
     "tril": ("input", "diagonal"), "triu": ("input", "diagonal"), "diag": ("input", "diagonal"),
     "einsum": ("equation", "a", "b"),
+    "sdpa": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+             "enable_gqa"),
     **{f"max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
                          "return_indices") for d in (1, 2, 3)},
     **{f"avg_pool{d}d": ("input", "kernel_size", "stride", "padding", "ceil_mode",
@@ -176,6 +178,7 @@ def _function_table() -> dict[Any, tuple[str, bool]]:
         F.huber_loss: ("huber_loss", True), F.mse_loss: ("mse_loss", True),
         F.l1_loss: ("l1_loss", True), F.kl_div: ("kl_div", True),
         F.cosine_similarity: ("cosine_similarity", True),
+        F.scaled_dot_product_attention: ("sdpa", True),
         F.triplet_margin_loss: ("triplet_margin_loss", True),
         **{getattr(F, f"{k}_pool{d}d"): (f"{k}_pool{d}d", True) for k in ("max", "avg")
            for d in (1, 2, 3)},

@@ -33,6 +33,9 @@ CHAINS = {
     "chain_mlp_fp32": [("gemm", "matmul"), ("gemm", "matmul")],
     "chain_mm_sum_dim0_fp32": [("gemm", "matmul"), ("strided", "sum")],
     "chain_mm_argmax_fp32": [("gemm", "matmul"), ("row", "argmax")],
+    # 4-d batched products (2026-12-03, seventh session): attention's [B, H, S, D]
+    "chain_sdpa_fp32": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
+    "chain_attention_4d_bf16": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
 }
 NAMES = sorted(SMALL) + sorted(CHAINS)
 
@@ -154,3 +157,29 @@ def test_gemm19_candidate_is_correct(name):
           f"{e.compiled.median_us if e.compiled else '-'} us")
     assert e.verdict == Verdict.CORRECT, f"{e.verdict.value}: {e.message}\n" + "\n".join(
         d[:2000] for d in e.details[:3])
+
+
+def test_products_of_4d_operands_fold_their_batch_dims(tmp_path):
+    """[B, H, S, D] @ [B, H, D, S]: one batched product over B * H (before: "the gemm family
+    covers 2-d, batched 3-d and [.., K] @ [K, N] products"); the rendered forward folds the
+    batch dims and hands the kernel a 3-d view of the output. Batch dims that broadcast stay
+    refused, with the reason."""
+    from cutegen.codegen.families.capture import capture_in_process
+    from cutegen.codegen.families.recognize import recognize
+    from cutegen.codegen.families.render import render
+
+    stage = _plan("chain_attention_4d_bf16").param("stages")[0]
+    assert stage.param("batched") and "batch 2x4 x 128x64" in stage.description
+    code = fd.rendered("chain_attention_4d_bf16")
+    assert "a = a.reshape(-1, a.shape[-2], a.shape[-1])" in code
+    assert "mshape = (*lead, M, N)" in code and "out.view(L, M, N)" in code
+    path = tmp_path / "bcast.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, a, b):\n        return torch.matmul(a, b)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(2, 4, 8, 16), "
+                    "torch.randn(1, 4, 16, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    rec = recognize(capture_in_process(path))
+    assert not rec.covered and "batch dims broadcast" in rec.not_covered.message
+    sdpa = _plan("chain_sdpa_fp32").param("stages")[0]
+    assert sdpa.epilogue.describe() == "mul"  # the 1 / sqrt(64) scale, fused
+    assert render(_plan("chain_sdpa_fp32"), fd.task_path("chain_sdpa_fp32").read_text())

@@ -66,13 +66,14 @@ EXTRA = {
                             {"bias": "col"}),
     "rec_mean_then_scale_fp32": ({**_MM, **_F32, "a": "a", "b": "b", "reduce": "mean"}, "-",
                                  "rows", {}),
+    "rec_matmul_4d_fp32": ({**_MM, **_F32, "a": "a", "b": "b", "batched": True}, "-", "matrix",
+                           {}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).
 NEGATIVE = {
     "rec_neg_computed_operand": ("torch.matmul", ["A operand", "computed by", "mul"]),
     "rec_neg_broadcast_batch": ("torch.matmul", ["batch dims broadcast"]),
     "rec_neg_transposed_3d": ("torch.matmul", ["transposed 3-d A"]),
-    "rec_neg_4d": ("@ (matmul)", ["@ (matmul) of 4-d and 4-d operands"]),
     "rec_neg_int": ("int64", ["torch.mm", "int64"]),
     "rec_neg_mixed": ("mixed dtypes", ["mixed dtypes (bfloat16 and float32)"]),
     "rec_neg_batch_transpose": ("transpose", ["dims [0, 1]", "last two dims"]),

@@ -1,4 +1,4 @@
-"""A 4-d batched matmul."""
+"""A 4-d batched matmul ([B, H, M, K] @ [B, H, K, N]): the batch dims fold into one batched product (refused before 2026-12-03's seventh session)."""
 import torch
 import torch.nn as nn
 
