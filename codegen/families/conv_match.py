@@ -48,7 +48,7 @@ from __future__ import annotations
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.conv_tails import is_tail, op_name, per_dim, tail_stage
 from cutegen.codegen.families.gemm_match import default_precision, precision_modes
-from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
+from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError, padded
 from cutegen.codegen.families.ops import CONV_OPS, MATMUL_OPS, POINTWISE_OPS, RESHAPE_OPS
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
 
@@ -78,7 +78,7 @@ class ConvMatcher(Matcher):
 def conv_leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], ref: str) -> str:
     """full / col (per output channel) / scalar of a tensor against the output frame."""
     nd = len(frame)
-    s = (1,) * (nd - len(shape)) + tuple(shape) if len(shape) <= nd else None
+    s = padded(shape, nd) if len(shape) <= nd else None
     if s == tuple(frame):
         return "full"
     if s is not None and all(d == 1 for d in s):

@@ -14,8 +14,7 @@ through transposes of its last two dims (``.t()``, ``.T``, ``.mT``, ``transpose(
   of two 3-d tensors, or of two [B, H, .., ..] tensors as attention has: the batch dims fold
   into one); a 3-d or higher K-major A times a 2-d B (a Linear over [batch, seq,
   features], KernelBench's 4-d tensor-matrix product) is a 2-d product with the leading
-  dims folded into M (not batched); broadcast batch dims and other > 3-d products are not
-  covered;
+  dims folded into M (not batched); broadcast batch dims are not covered;
 * the epilogue is the chain of pointwise ops after the product (``%y``), whose tensors
   broadcast against the (M, N) output as "full", "col" (per N), "row" (per M) or "scalar";
   a Linear / addmm bias is its first op (``%y + bias``);

@@ -519,7 +519,8 @@ def _lower_sdpa(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     return b.call("matmul", t, {"input": p, "other": b.new_id[v]}, {}, n)
 
 
-_LOWER = {"norm": _lower_norm, "sdpa": _lower_sdpa, "softmax": _lower_softmax, "log_softmax": _lower_softmax, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+_LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_normalize,
+          "sdpa": _lower_sdpa, "softmax": _lower_softmax, "log_softmax": _lower_softmax,
           "batch_norm": _lower_batch_norm, "smooth_l1_loss": _lower_loss,
           "huber_loss": _lower_loss, "mse_loss": _lower_loss, "l1_loss": _lower_loss,
           "kl_div": _lower_loss,

@@ -31,12 +31,17 @@ class NotCoveredError(Exception):
         self.nc = NotCovered(reason, op)
 
 
+def padded(shape: tuple[int, ...], nd: int) -> tuple[int, ...]:
+    """``shape`` with size-1 dims in front up to ``nd`` dims, as broadcasting lines it up."""
+    return (1,) * (nd - len(shape)) + tuple(shape)
+
+
 def leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> str | None:
     """full / col / row / scalar of a tensor against a frame whose last k dims are the row."""
     nd = len(frame)
     if len(shape) > nd:
         return None
-    s = (1,) * (nd - len(shape)) + tuple(shape)
+    s = padded(shape, nd)
     if s == tuple(frame):
         return "full"
     if all(d == 1 for d in s):
@@ -56,7 +61,7 @@ def rowmap_run(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> tuple[
     the frame's size on dims first .. last - 1 of the row dims and 1 on the others); (0, 0)
     when it is not such an operand."""
     nd = len(frame)
-    s = (1,) * (nd - len(shape)) + tuple(shape)
+    s = padded(shape, nd)
     lead = nd - k
     present = [d for d in range(lead) if s[d] == frame[d] and frame[d] != 1]
     if not present or any(s[d] not in (1, frame[d]) for d in range(lead)):

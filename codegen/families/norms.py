@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from cutegen.codegen.families.capture import Node
-from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
+from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError, padded
 from cutegen.codegen.families.plan import Chain, Plan, PwNode
 
 #: Ids of the epilogue ops a norm adds (the affine weight and bias), above any graph id.
@@ -136,7 +136,7 @@ def _has(a: Node, key: str) -> bool:
 
 
 def _full_or_scalar(shape: tuple[int, ...], frame: tuple[int, ...]) -> str | None:
-    s = (1,) * (len(frame) - len(shape)) + tuple(shape)
+    s = padded(shape, len(frame))
     if s == tuple(frame):
         return "full"
     if all(d == 1 for d in s):

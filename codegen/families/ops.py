@@ -136,7 +136,7 @@ _UNARY = ("relu", "sigmoid", "tanh", "exp", "exp2", "log", "log1p", "expm1", "sq
 #: torch's other spellings of the arithmetic ops (``torch.multiply`` is ``torch.mul``, ...).
 _TORCH_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
                   "negative": "neg", "absolute": "abs", "clip": "clamp"}
-_METHOD_ALIASES = {**_TORCH_ALIASES, "clip": "clamp", "div_": "div", "true_divide": "div", "negative": "neg",
+_METHOD_ALIASES = {**_TORCH_ALIASES, "div_": "div",
                    "masked_fill": "masked_fill", "where": "where", "greater": "gt",
                    "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
                    "contiguous": "identity", "clone": "identity", "detach": "identity",

@@ -10,7 +10,7 @@ is lowered to a mean / amax (:mod:`.lower`).
 from __future__ import annotations
 
 from cutegen.codegen.families.capture import Node
-from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError
+from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError, padded
 from cutegen.codegen.families.plan import Plan
 
 
@@ -24,7 +24,7 @@ def _tuple(v: object, n: int, what: str, op: str) -> tuple[int, ...]:
 
 
 def _full_or_scalar(shape: tuple[int, ...], frame: tuple[int, ...]) -> str | None:
-    s = (1,) * (len(frame) - len(shape)) + tuple(shape)
+    s = padded(shape, len(frame))
     if s == tuple(frame):
         return "full"
     if all(d == 1 for d in s):

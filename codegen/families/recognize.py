@@ -36,6 +36,7 @@ from cutegen.codegen.families.matcher import (
     Matcher,
     NotCoveredError,
     leaf_kind,
+    padded,
     trailing_dims,
 )
 from cutegen.codegen.families.norms import norm_plan
@@ -77,10 +78,10 @@ def _match_lowered(cap: Captured, base: int = 0) -> Plan:
     try:
         return _match_one(m, out)
     except NotCoveredError as e:
-        if n_anchors < 2 and not (n_anchors == 1 and e.nc.op == "broadcast"):
-            raise
         first = e  # one fused kernel cannot do it: one kernel per anchor, in a chain
-    if n_anchors < 2:  # an epilogue operand the anchor's kernel cannot broadcast: cut after it
+    if n_anchors == 0 or (n_anchors == 1 and first.nc.op != "broadcast"):
+        raise first
+    if n_anchors == 1:  # an epilogue operand the anchor's kernel cannot broadcast: cut after it
         try:
             return chain_plan(cap, _match_stage, base)
         except NotCoveredError:
@@ -105,12 +106,11 @@ def _conv_match(cap: Captured) -> Plan | None:
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
         return None
-    calls = {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}
-    if not conv_ids(m, calls):
+    if not conv_ids(m, {i for i in m.ancestors(out.id) if m.node(i).kind == "call"}):
         return None
     _unknown(m, m.ancestors(out.id))
     try:
-        return conv_plan(m, calls, out)
+        return _conv_alone(cap)
     except NotCoveredError as e:
         try:
             return conv_then(cap, _conv_alone, lambda st, base: _match_lowered(lower(st), base))
@@ -178,8 +178,8 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
         m.leaves[vecs[0].name] = replace(vecs[0], kind="full", rowmap=())
         full = [m.leaves[vecs[0].name]]
     main = sorted(full, key=lambda lf: (lf.dtype == "bool", lf.source != "input",
-                                        _padded(lf.shape, frame) != frame))[0].name
-    outer = any(_padded(lf.shape, frame) != frame for lf in full)
+                                        padded(lf.shape, len(frame)) != frame))[0].name
+    outer = any(padded(lf.shape, len(frame)) != frame for lf in full)
     how = (f"{len(full)} tensor(s) broadcast to the result" if outer
            else f"{len(full)} full tensor(s)")
     return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
@@ -188,14 +188,10 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
                 f"{'x'.join(map(str, frame))} {out.dtype}")
 
 
-def _padded(shape: tuple[int, ...], frame: tuple[int, ...]) -> tuple[int, ...]:
-    return (1,) * (len(frame) - len(shape)) + tuple(shape)
-
-
 def _broadcasts(shape: tuple[int, ...], frame: tuple[int, ...]) -> bool:
     """Whether a tensor of ``shape`` broadcasts to ``frame`` (torch's rules)."""
     return len(shape) <= len(frame) and all(
-        d in (1, f) for d, f in zip(_padded(shape, frame), frame, strict=True))
+        d in (1, f) for d, f in zip(padded(shape, len(frame)), frame, strict=True))
 
 
 def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:

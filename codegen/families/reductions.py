@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from cutegen.codegen.families.capture import Node
-from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError, leaf_kind
+from cutegen.codegen.families.matcher import FLOATS, Matcher, NotCoveredError, leaf_kind, padded
 from cutegen.codegen.families.ops import VIEW_OPS
 from cutegen.codegen.families.plan import Plan
 
@@ -112,7 +112,7 @@ def strided_kind(shape: tuple[int, ...], frame: tuple[int, ...],
     nd = len(frame)
     if len(shape) > nd:
         return None
-    s = (1,) * (nd - len(shape)) + tuple(shape)
+    s = padded(shape, nd)
     present = []
     for g in groups:
         if all(s[d] == frame[d] for d in g):
@@ -132,7 +132,7 @@ def _aligned(shape: tuple[int, ...], frame: tuple[int, ...], dims: tuple[int, ..
     nd = len(frame)
     if len(shape) > nd:
         return False
-    s = (1,) * (nd - len(shape)) + tuple(shape)
+    s = padded(shape, nd)
     return all(s[d] == 1 if d in dims else s[d] in (1, frame[d]) for d in range(nd))
 
 
@@ -145,7 +145,7 @@ def _broadcasts(shape: tuple[int, ...], frame: tuple[int, ...]) -> bool:
     nd = len(frame)
     if len(shape) > nd:
         return False
-    s = (1,) * (nd - len(shape)) + tuple(shape)
+    s = padded(shape, nd)
     return all(a in (1, f) for a, f in zip(s, frame, strict=True))
 
 
