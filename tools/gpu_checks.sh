@@ -45,6 +45,10 @@
 #   outer-gpu      outer broadcasts, the strided logsumexp and softmax, chains ending in them,
 #                  attention (SDPA lowered, 4-d batched products)                         ~4
 #   conv-chains    the conv + other families chains (9 cases; correctness, -n 4)          ~3
+#   row-sums       compensated fp32 row sums and outer broadcasts: correctness, the cost  ~6
+#   pool-gpu       the pool family's cases (span reads, several outputs a thread)       ~4
+#   bn-gpu         batch norm of (N, C) features (strided statistics): correctness, the
+#                  Linear -> BN -> GELU -> GN chain's time and its kernels             ~5
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (43 tasks), 4 evaluations each; resumable     3 x ~9
@@ -189,6 +193,23 @@ for s in "$@"; do
         -p no:cacheprovider -k "r19 and (outer_sum or gemm_gn_min or logsumexp_dim1 or rowsum_times or div_by_unkept or softmax_channels or log_softmax_dim0)"
       step attention_gpu 200 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
         -p no:cacheprovider -k "chain_sdpa or chain_attention_4d" ;;
+    bn-gpu)  # batch norm of (N, C) features through the strided kernel (2026-12-03, eighth
+      # session): correctness, the Linear -> BN -> GELU -> GN chain timed, its kernels
+      step bn_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "r19 and batch_norm"
+      step bn_gemm 300 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
+        -p no:cacheprovider -k "chain_bn or gemm_bn"
+      step bn_kernels 200 $py tools/host_overhead.py gemm_bn_gelu_gn_mean_relu_fp32 --calls 20 \
+        --kernels --json "$out/bn_kernels.json" ;;
+    row-sums)  # compensated fp32 row sums, outer broadcasts read as they are (2026-12-03,
+      # eighth session): correctness of the cases that failed, then the sums' cost
+      step row_sums_gpu 200 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "r19 and (outer_sum or gemm_gn_min or logsumexp_dim1 or rowsum_times or div_by_unkept or softmax_channels or log_softmax_dim0 or mean_all or hinge)"
+      step row_sums_bench 180 $py tools/bench_families.py --set reduce --strategies default \
+        --calibrate --runs 50 --only mean_all,hinge,smooth_l1 --out "$out/bench_row_sums" ;;
+    pool-gpu)  # the pool kernel's span reads (2026-12-03, eighth session): every pool case
+      step pool_gpu 400 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "r19 and pool" ;;
     conv-chains)  # a conv kernel then other families' kernels (chains.conv_then, 2026-12-03)
       step conv_chains 400 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 4 \
         -p no:cacheprovider -k "rec_chain or avgpool_sigmoid_sum or groupnorm_mean or batchnorm_center or layernorm_gelu or min_sum_gelu or softplus_multiply" ;;

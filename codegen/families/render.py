@@ -16,12 +16,13 @@ from dataclasses import replace
 
 from cutegen.codegen.families.conv import conv_knobs, conv_parts, render_conv
 from cutegen.codegen.families.gemm import gemm_knobs, gemm_parts, render_gemm
+from cutegen.codegen.families.matcher import leaf_kind, padded
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.reductions import SPLITTABLE
 from cutegen.codegen.families.render_chain import chain_knobs, chain_parts
-from cutegen.codegen.families.render_maps import reduce_map_parts
+from cutegen.codegen.families.render_maps import leaf_in_frame, reduce_map_parts
 from cutegen.codegen.families.render_norms import batchnorm_knobs, batchnorm_parts
 from cutegen.codegen.families.render_pool import POOL_KNOBS, pool_parts
 from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
@@ -68,7 +69,7 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         return values, choices
     if plan.family in ("strided", "batchnorm", "reduce_map"):
         values, choices = (strided_knobs(plan) if plan.family == "strided"
-                           else batchnorm_knobs(_ROW_KNOBS, _PW_KNOBS))
+                           else batchnorm_knobs(plan, _ROW_KNOBS, _PW_KNOBS))
         if plan.family == "reduce_map" and plan.param("layout") == "two_stage":
             sv, sc = strided_knobs(replace(plan, params=(("map", False),)))
             values.update({k: v for k, v in sv.items() if k.startswith("s_")})
@@ -246,8 +247,10 @@ class _Src(str):
         return str(self)
 
 
-def _frame_lines(plan: Plan) -> list[str]:
-    """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output."""
+def _frame_lines(plan: Plan, expand_main: bool = True) -> list[str]:
+    """Forward lines: the main operand, its shape and the (n_rows, n_cols) view, the output.
+    An outer-broadcast plan's frame is the operands' broadcast shape; its main operand is
+    materialised at that shape only with ``expand_main`` (no operand can be read as it is)."""
     k = plan.param("k", 1)
     alloc, _ = _out_view(plan)
     rows = ["n_rows = main.numel() // max(n_cols, 1)"]
@@ -259,9 +262,11 @@ def _frame_lines(plan: Plan) -> list[str]:
         fulls = [source(lf) for lf in plan.leaves
                  if lf.kind in ("full", "col", "row", "rowmap", "scalar")]
         head = [f"shape = torch.broadcast_shapes({', '.join(f + '.shape' for f in fulls)})",
-                f"main = {source(plan.leaf(plan.main))}.expand(shape).contiguous()"]
+                f"main = {source(plan.leaf(plan.main))}"
+                + (".expand(shape).contiguous()" if expand_main else "")]
+        rows = ["n_rows = math.prod(shape) // max(n_cols, 1)"]
     return [*head, f"n_cols = math.prod(shape[len(shape) - {k}:])", *rows, alloc,
-            "if main.numel() == 0:", "    return out"]
+            "if out.numel() == 0:", "    return out"]
 
 
 def _out_view(plan: Plan) -> tuple[str, str]:
@@ -345,20 +350,63 @@ def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     return funcs, _family_body(plan), "\n".join(_frame_lines(plan) + launch + ["return out"])
 
 
+def _bcast_operands(plan: Plan) -> tuple[Operands, bool]:
+    """The operands of an outer-broadcast pointwise plan and whether its main operand must be
+    materialised at the result's shape. Each operand the recognizer read as full (one that
+    broadcasts to the result) is read as what it is against the result's frame, a per-column,
+    per-row, per-channel or single value, where it is one; only an operand that is none of
+    them ((B, 1, 1, W) against (B, C, 1, W)) is materialised by torch at the result's shape
+    (``_as_bcast``, the main one by ``_frame_lines``); when no operand is a vector the kernel
+    walks (full or per column), an unread placeholder of one row's length is."""
+    tensors = [lf for lf in plan.leaves if lf.kind in ("full", "col", "row", "rowmap", "scalar")]
+    frame = _broadcast_shape([lf.shape for lf in tensors])
+    kinds = {}
+    for n in plan.prologue.leaves():
+        lf = plan.leaf(n)
+        if lf.kind == "full":
+            lf = leaf_in_frame(lf, frame) if leaf_kind(lf.shape, frame, 1) else None
+        kinds[n] = lf
+    expand_main = kinds.get(plan.main) is None
+    walked = any(lf is not None and lf.kind in ("full", "col") for lf in kinds.values())
+    ops = Operands()
+    if expand_main:
+        ops.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
+    elif not walked:  # every operand one value per row / channel ((B, 1) + (1, C, 1, 1)):
+        # the kernel walks the columns of a placeholder it never reads (torch expanding one
+        # to the result's shape was a copy kernel judged a library call on the H200)
+        ops.vec.append("_empty(n_cols, dtype=torch.float32, device=out.device)")
+        ops.full.append(False)
+    for n in plan.prologue.leaves():
+        lf = kinds[n]
+        if lf is None:
+            ops.add(plan.leaf(n), f"_as_bcast({source(plan.leaf(n))}, shape, n_rows, n_cols)")
+        else:
+            ops.add(lf, wrapped(lf))
+    return ops, expand_main
+
+
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape torch broadcasts ``shapes`` to (they are known to broadcast)."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for d, size in enumerate(padded(tuple(s), nd)):
+            if size != 1:
+                out[d] = size
+    return tuple(out)
+
+
 def _pointwise_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     ops = _operands(plan, list(plan.prologue.leaves()), (plan.main, "main.view(n_rows, n_cols)"))
-    if plan.param("bcast"):  # operands broadcast to the result, read expanded to its shape
-        ops = Operands()
-        ops.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
-        for n in plan.prologue.leaves():
-            lf = plan.leaf(n)
-            ops.add(lf, f"_as_bcast({source(lf)}, shape, n_rows, n_cols)" if lf.kind == "full"
-                    else wrapped(lf))
+    expand_main = True
+    if plan.param("bcast"):  # operands broadcast to the result
+        ops, expand_main = _bcast_operands(plan)
     funcs = [chain_function("_pointwise", plan.prologue, ops.access,
                             doc="The fused pointwise computation of one row's vector.")]
     body = [render_template("pointwise", {"PW": ""}, {})]
     _, view = _out_view(plan)
-    lines = _frame_lines(plan) + [f"_pw_launch(_pointwise, {ops.args()}, {view})", "return out"]
+    lines = _frame_lines(plan, expand_main) + [f"_pw_launch(_pointwise, {ops.args()}, {view})",
+                                               "return out"]
     return funcs, body, "\n".join(lines)
 
 

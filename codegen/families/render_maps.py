@@ -42,7 +42,7 @@ def _map_chain(plan: Plan) -> Chain:
     return Chain(tuple(nodes), sub(epi.result))
 
 
-def _leaf_in(lf: Leaf, frame: tuple[int, ...]) -> Leaf:
+def leaf_in_frame(lf: Leaf, frame: tuple[int, ...]) -> Leaf:
     """``lf`` classified against the pointwise pass's (rows, last dim) view of ``frame``."""
     if lf.kind == "value":
         return lf
@@ -98,8 +98,8 @@ def reduce_map_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                      f"stat.view(-1), {need!r}, opts={row.opts(plan)!r})")
     chain = _map_chain(plan)
     kshape = tuple(1 if d in dims else s for d, s in enumerate(frame))
-    leaves = {lf.name: _leaf_in(lf, frame) for lf in plan.leaves}
-    leaves["_stat"] = _leaf_in(Leaf("_stat", "stage", "stat", "full", "float32", kshape), frame)
+    leaves = {lf.name: leaf_in_frame(lf, frame) for lf in plan.leaves}
+    leaves["_stat"] = leaf_in_frame(Leaf("_stat", "stage", "stat", "full", "float32", kshape), frame)
     pw = Operands()
     pw.add(leaves[plan.main], "main.view(n_rows, n_cols)")
     lines += ["n_cols = shape[-1] if len(shape) else 1", "n_rows = main.numel() // max(n_cols, 1)"]

@@ -10,6 +10,13 @@
 
 x is read twice and the output written once: the least a norm over the batch can do when x
 does not fit in L2 (statistics first, output after).
+
+A 2-D input (``nn.BatchNorm1d`` on (N, C), as after a Linear) has no spatial dims: its rows
+of one element would make step 1 a kernel of N * C one-element rows writing four words each.
+There step 1 is the strided family's Welford kernel over the columns of (N, C) (coalesced
+loads, N cut into slices so that the GPU fills), leaving each (slice, c)'s statistics for
+``BatchStats`` to merge in slice order, and step 3 is a pointwise pass over (N, C) reading the
+channel statistics as per-column operands.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from __future__ import annotations
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Leaf, Plan, PwNode
 from cutegen.codegen.families.pointwise import chain_function
+from cutegen.codegen.families.render_maps import leaf_in_frame
+from cutegen.codegen.families.render_strided import _strided_wrapped, strided_knobs
 from cutegen.codegen.families.template import render_template
 
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
@@ -40,9 +49,63 @@ def _map_chain(plan: Plan) -> Chain:
     return Chain(tuple(nodes), sub(plan.epilogue.result))
 
 
+def _running(plan: Plan) -> str:
+    """The running statistics' arguments of ``_bn_stats`` as source ("" without them)."""
+    rm, rv = plan.param("running_mean"), plan.param("running_var")
+    if rm and rv:
+        return f", {source(plan.leaf(rm))}, {source(plan.leaf(rv))}"
+    return ""
+
+
+def _columns_parts(plan: Plan) -> tuple[list[str], list[str], str]:
+    """(chain functions, kernel source parts, forward body) of a batch norm of an (N, C)
+    tensor: the strided Welford kernel's per-slice statistics of each column, their merge,
+    then the pointwise pass over (N, C)."""
+    main = plan.leaf(plan.main)
+    frame = tuple(main.shape)
+    dt = _DTYPES[plan.out_dtype]
+    leaves = {lf.name: leaf_in_frame(lf, frame) for lf in plan.leaves}
+    lines = [f"main = {source(main)}.contiguous()", "shape = main.shape",
+             "B, R, C = 1, shape[0], shape[1]", "n_rows, n_cols = R, C",
+             f"out = _empty(shape, dtype={dt}, device=main.device)",
+             "if main.numel() == 0:", "    return out"]
+    stats = Operands()
+    stats.add(leaves[plan.main], "main.view(B, R, C)")
+    for n in plan.prologue.leaves():
+        stats.add(leaves[n], _strided_wrapped(leaves[n]))
+    need = tuple(True for _ in stats.vec)
+    kinds = tuple("full" if f else "col" for f in stats.full)
+    lines += [f"ws, n_ws = _strided_launch(VarStrided, _prologue, _ident_epi, "
+              f"[{', '.join(stats.vec)}], {kinds!r}, [{', '.join(stats.rows)}], "
+              f"{stats.kinds()}, [{', '.join(stats.scalars)}], main, {need!r}, {need!r}, "
+              "opts=(('correction', 0.0), ('partials', True), ('count', R)))",
+              "stats = _empty(2, C, dtype=torch.float32, device=main.device)",
+              f"_bn_stats(ws, stats, n_ws, C, {plan.param('eps')!r}, "
+              f"{plan.param('momentum', 0.0)!r}{_running(plan)}, words=3)"]
+    leaves["_bn_mean"] = Leaf("_bn_mean", "stage", "stats[0]", "col", "float32", (1, frame[1]))
+    leaves["_bn_rstd"] = Leaf("_bn_rstd", "stage", "stats[1]", "col", "float32", (1, frame[1]))
+    chain = _map_chain(plan)
+    ops = Operands()
+    ops.add(leaves[plan.main], "main")
+    for n in chain.leaves():
+        ops.add(leaves[n], wrapped(leaves[n]))
+    funcs = [chain_function("_prologue", plan.prologue, stats.access,
+                            doc="The fused prologue, in the statistics pass."),
+             chain_function("_normalise", chain, ops.access,
+                            doc="The prologue again, the normalisation with the channel's "
+                                "statistics, and the fused epilogue.")]
+    lines += [f"_pw_launch(_normalise, {ops.args()}, out)", "return out"]
+    body = [render_template(name, {}, {}) for name in
+            ("row", "row_welford", "row_reduce", "strided", "strided_var", "batchnorm")]
+    body.append(render_template("pointwise", {"PW": "pw_"}, {}))
+    return funcs, body, "\n".join(lines)
+
+
 def batchnorm_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     """(chain functions, kernel source parts, forward body) of a batchnorm plan."""
     k = plan.param("k")
+    if k == 0:
+        return _columns_parts(plan)
     dt = _DTYPES[plan.out_dtype]
     lines = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape",
              f"n_cols = math.prod(shape[len(shape) - {k}:])",
@@ -58,12 +121,8 @@ def batchnorm_parts(plan: Plan) -> tuple[list[str], list[str], str]:
               f"_row_launch(VarRow, _prologue, _ident_epi, {stats.args()}, part, {need!r}, "
               f"{need!r}, opts=(('correction', 0.0), ('std', False), ('partials', True)))",
               "stats = _empty(2, shape[1], dtype=torch.float32, device=main.device)"]
-    rm, rv = plan.param("running_mean"), plan.param("running_var")
-    running = ""
-    if rm and rv:
-        running = f", {source(plan.leaf(rm))}, {source(plan.leaf(rv))}"
     lines.append(f"_bn_stats(part, stats, shape[0], shape[1], {plan.param('eps')!r}, "
-                 f"{plan.param('momentum', 0.0)!r}{running})")
+                 f"{plan.param('momentum', 0.0)!r}{_running(plan)})")
     chan = (1, 2, 2)  # per channel: dim 1 of the two row dims (N, C)
     leaves = {lf.name: lf for lf in plan.leaves}
     leaves["_bn_mean"] = Leaf("_bn_mean", "stage", "stats[0]", "rowmap", "float32",
@@ -87,9 +146,14 @@ def batchnorm_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     return funcs, body, "\n".join(lines)
 
 
-def batchnorm_knobs(row_knobs: tuple[dict, dict], pw_knobs: tuple[dict, dict]) -> tuple[dict, dict]:
-    """The statistics pass's row knobs and the normalising pass's pointwise knobs (pw_)."""
-    values, choices = dict(row_knobs[0]), dict(row_knobs[1])
+def batchnorm_knobs(plan: Plan, row_knobs: tuple[dict, dict],
+                    pw_knobs: tuple[dict, dict]) -> tuple[dict, dict]:
+    """The statistics pass's knobs (the row kernel's; the strided kernel's for an (N, C)
+    input) and the normalising pass's pointwise knobs (pw_)."""
+    if plan.param("k") == 0:
+        values, choices = strided_knobs(plan)  # a reduction's (no map, one stage)
+    else:
+        values, choices = dict(row_knobs[0]), dict(row_knobs[1])
     values.pop("preload", None)
     choices.pop("preload", None)
     values.update({f"pw_{k}": v for k, v in pw_knobs[0].items()})

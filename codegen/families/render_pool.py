@@ -1,6 +1,7 @@
 """Rendering of the ``pool`` family (``templates/pool.py.tmpl``, class ``PoolKernel``): the
 forward views x as (planes, *spatial), computes the output sizes as torch does and launches
-one thread per output element."""
+one thread per group of consecutive outputs (reading each window row's span once, in vector
+accesses where the row length allows)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from cutegen.codegen.families.template import render_template
 
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
-#: The pool kernel's knobs: threads per CTA (one output element each); one strategy only.
-POOL_KNOBS = ({"threads": 256}, {"threads": [128, 256, 512]})
+#: The pool kernel's knobs: threads per CTA; ``pool_outs``: consecutive outputs a thread
+#: computes (0: the fewest for aligned span reads); ``vec_bits``: the widest span access.
+POOL_KNOBS = ({"threads": 256, "pool_outs": 0, "vec_bits": 128},
+              {"threads": [128, 256, 512], "pool_outs": [0, 1, 2, 4, 8],
+               "vec_bits": [32, 64, 128]})
 
 
 def _wrapped(lf: Leaf) -> str:

@@ -33,7 +33,7 @@ OUT = fd.ROOT / "runs" / "families_gpu"
 pytestmark = pytest.mark.gpu
 
 #: (task, strategy, fused, extra knob) with the extra knob "" (none), "fast_math" or
-#: "smem_row" set to True.
+#: "smem_row" set to True, or "KEY=VALUE" (an integer knob set to VALUE).
 CASES = [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_COVERED)]
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
@@ -52,6 +52,11 @@ CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.gl
 CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
           for extra in ("", "smem_row")] + [(name, "split", True, "")
                                            for name in sorted(fd.BUNDLED_LONG)]
+#: The pool family's other span shapes on its small tasks: eight outputs a thread, and scalar
+#: span reads (``KEY=VALUE`` extras set that knob).
+CASES += [(name, "default", True, extra)
+          for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
+          if fd.plan_of(name).family == "pool" for extra in ("pool_outs=8", "vec_bits=32")]
 
 
 _R19 = set(fd.reduce_task_names())
@@ -80,5 +85,7 @@ def evaluators():
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_family_candidate_is_correct(case, evaluators):
     name, strategy, fused, extra = case
-    code = fd.rendered(name, strategy, fused, ((extra, True),) if extra else ())
+    key, _, val = extra.partition("=")
+    code = fd.rendered(name, strategy, fused,
+                       ((key, int(val) if val else True),) if extra else ())
     gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))

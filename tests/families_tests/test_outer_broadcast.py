@@ -57,6 +57,23 @@ def test_an_outer_sum_is_one_pointwise_kernel(tmp_path):
     assert check_source(code).ok
     body = code[code.index("class ModelNew"):]
     assert "shape = torch.broadcast_shapes(x.shape, y.shape)" in body, body
+    # x (96, 1) is read per row, y (1, 200) per column: nothing is materialised by torch (a
+    # torch copy kernel at the result's shape was judged a library call on the H200)
+    assert "expand" not in body and "_as_bcast" not in body, body
+    assert "[_as_cols(y, n_cols)], (False,), [_as_rows(x, n_rows)], (True,)" in body, body
+
+
+def test_an_operand_of_no_kernel_kind_is_materialised(tmp_path):
+    """(B, 1, 1, W) against (B, C, 1, W) is none of full / per column / per row / per channel:
+    torch expands it to the result's shape (a copy the evaluator counts outside the kernels;
+    what the kernel cannot read as it is)."""
+    path = _task(tmp_path, "bcast_map", "        self.bias = nn.Parameter(torch.randn(6, 1, 1))",
+                 "x):\n        return torch.tanh(x) + self.bias",
+                 "torch.randn(4, 1, 1, 40)")
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    code = render(rec.plans[0], open(path).read())
+    body = code[code.index("class ModelNew"):]
     assert "main = x.expand(shape).contiguous()" in body, body
 
 

@@ -25,6 +25,9 @@ REDUCE_EXTRA = {
                                   {"norm": "instance", "k": 1}),
     "batch_norm_1d_fp32": ("batchnorm", "batch_norm", "-", "mul, add, mul",
                            {"momentum": 0.1, "k": 1}),
+    # (N, C) features: the strided kernel's column statistics (2026-12-03, eighth session)
+    "batch_norm_features_bf16": ("batchnorm", "batch_norm", "add", "mul, add, relu",
+                                 {"momentum": 0.1, "k": 0}),
     "batch_norm_eval_2d_fp32": ("pointwise", "pointwise", "sub, add, rsqrt, mul, mul, add", "-",
                                 {}),
     "scalar_mul_fp32": ("pointwise", "pointwise", "mul", "-", {}),
