@@ -57,6 +57,24 @@ def _running(plan: Plan) -> str:
     return ""
 
 
+def _normalise_pass(plan: Plan, leaves: dict[str, Leaf], stats: Operands, main: str,
+                    out: str) -> tuple[list[str], str]:
+    """(the prologue and normalising chain functions, the pointwise launch) of step 3:
+    ``leaves`` holds the plan's leaves as the pass reads them, the statistics among them;
+    ``stats``: the statistics pass's operands (how its prologue reads them)."""
+    chain = _map_chain(plan)
+    ops = Operands()
+    ops.add(leaves[plan.main], main)
+    for n in chain.leaves():
+        ops.add(leaves[n], wrapped(leaves[n]))
+    funcs = [chain_function("_prologue", plan.prologue, stats.access,
+                            doc="The fused prologue, in the statistics pass."),
+             chain_function("_normalise", chain, ops.access,
+                            doc="The prologue again, the normalisation with the channel's "
+                                "statistics, and the fused epilogue.")]
+    return funcs, f"_pw_launch(_normalise, {ops.args()}, {out})"
+
+
 def _columns_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     """(chain functions, kernel source parts, forward body) of a batch norm of an (N, C)
     tensor: the strided Welford kernel's per-slice statistics of each column, their merge,
@@ -84,17 +102,8 @@ def _columns_parts(plan: Plan) -> tuple[list[str], list[str], str]:
               f"{plan.param('momentum', 0.0)!r}{_running(plan)}, words=3)"]
     leaves["_bn_mean"] = Leaf("_bn_mean", "stage", "stats[0]", "col", "float32", (1, frame[1]))
     leaves["_bn_rstd"] = Leaf("_bn_rstd", "stage", "stats[1]", "col", "float32", (1, frame[1]))
-    chain = _map_chain(plan)
-    ops = Operands()
-    ops.add(leaves[plan.main], "main")
-    for n in chain.leaves():
-        ops.add(leaves[n], wrapped(leaves[n]))
-    funcs = [chain_function("_prologue", plan.prologue, stats.access,
-                            doc="The fused prologue, in the statistics pass."),
-             chain_function("_normalise", chain, ops.access,
-                            doc="The prologue again, the normalisation with the channel's "
-                                "statistics, and the fused epilogue.")]
-    lines += [f"_pw_launch(_normalise, {ops.args()}, out)", "return out"]
+    funcs, launch = _normalise_pass(plan, leaves, stats, "main", "out")
+    lines += [launch, "return out"]
     body = [render_template(name, {}, {}) for name in
             ("row", "row_welford", "row_reduce", "strided", "strided_var", "batchnorm")]
     body.append(render_template("pointwise", {"PW": "pw_"}, {}))
@@ -129,17 +138,9 @@ def batchnorm_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                               (1, 0), chan)
     leaves["_bn_rstd"] = Leaf("_bn_rstd", "stage", "stats[1]", "rowmap", "float32",
                               (1, 0), chan)
-    chain = _map_chain(plan)
-    ops = Operands()
-    ops.add(plan.leaf(plan.main), "main.view(n_rows, n_cols)")
-    for n in chain.leaves():
-        ops.add(leaves[n], wrapped(leaves[n]))
-    funcs = [chain_function("_prologue", plan.prologue, stats.access,
-                            doc="The fused prologue, in the statistics pass."),
-             chain_function("_normalise", chain, ops.access,
-                            doc="The prologue again, the normalisation with the channel's "
-                                "statistics, and the fused epilogue.")]
-    lines += [f"_pw_launch(_normalise, {ops.args()}, out.view(n_rows, n_cols))", "return out"]
+    funcs, launch = _normalise_pass(plan, leaves, stats, "main.view(n_rows, n_cols)",
+                                    "out.view(n_rows, n_cols)")
+    lines += [launch, "return out"]
     body = [render_template(name, {}, {}) for name in
             ("row", "row_welford", "row_var", "row_reduce", "batchnorm")]
     body.append(render_template("pointwise", {"PW": "pw_"}, {}))
