@@ -53,6 +53,10 @@
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (43 tasks), 4 evaluations each; resumable     3 x ~9
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
+#   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
+#                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
+#   conv-direct    the direct conv kernel (rebuilt 2026-12-03, ninth session): its GPU cases
+#                  (-n 4), then cutegen bench conv-direct (its 3 tasks, conv3d, conv2d_fp32) ~7
 #   host           tools/host_overhead.py on conv tasks and two row tasks: host against
 #                  GPU time per call (issue 20's launch path)                          ~3
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
@@ -229,6 +233,14 @@ for s in "$@"; do
       bench_suite conv 0 ;;
     bench-conv-quick)
       bench_suite conv-quick 0 --max-evals 2 ;;
+    r19-knobs)
+      step r19_knobs 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -p no:cacheprovider -k "r19 and (kl_div_bf16 or selu_bf16 or rmsnorm_channels_bf16)"
+      mkdir -p "$out/r19-knobs" && cp runs/families_gpu/summary*.jsonl "$out/r19-knobs/" 2>/dev/null ;;
+    conv-direct)
+      step conv_direct_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "depthwise or grouped_thin"
+      bench_suite conv-direct 0 --max-evals 2 ;;
     host)
       step host 240 $py tools/host_overhead.py conv2d_bf16 conv2d_grouped_bf16 \
         conv_transpose2d_bf16 conv2d_groupnorm_scale_maxpool_clamp_bf16 conv2d_fp32 \

@@ -38,12 +38,14 @@ Not covered, each with a reason: ``padding_mode`` other than zeros, an input com
 other ops (a prologue), an unbatched input, a computed weight, mixed dtypes, a second
 convolution or a matrix product, transposed convolutions with thin groups, geometry past
 what a TMA im2col descriptor encodes (``(kernel - 1) * dilation > 16`` or ``stride > 8``
-along a dim) or, for the direct kernel, an input tile larger than its shared memory, ops
+along a dim) or, for the direct kernel, a filter of more than 512 taps, ops
 after the convolution that are neither pointwise nor a tail (a softmax over channels, say),
 tails that branch, and pooling with padding, dilation or ceil_mode.
 """
 
 from __future__ import annotations
+
+import math
 
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.conv_tails import is_tail, op_name, per_dim, tail_stage
@@ -62,8 +64,9 @@ MAX_STRIDE = 8
 #: implicit GEMM per group; thinner groups (depthwise) run on the direct kernel
 #: (``algo`` "direct", ``templates/conv_direct.py.tmpl``).
 MIN_GROUP_CHANNELS = 16
-#: The direct kernel stages an input tile in (static) shared memory: at most this much.
-MAX_DIRECT_TILE_BYTES = 40 * 1024
+#: The direct kernel unrolls every filter tap of a (channel, depth tap) in registers: at
+#: most this many per channel.
+MAX_DIRECT_TAPS = 512
 
 
 class ConvMatcher(Matcher):
@@ -176,11 +179,12 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
                 f"{op_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
                 f"and {kg} output channels): the direct kernel computes forward convs only",
                 op_name(g))
-        tile = _direct_tile_bytes(kernel, stride, dilation)
-        if tile > MAX_DIRECT_TILE_BYTES:
+        taps = math.prod(kernel)
+        if taps > MAX_DIRECT_TAPS:
             raise NotCoveredError(
-                f"{op_name(g)}: a {kind} convolution whose smallest input tile ({tile} bytes of "
-                f"shared memory) exceeds {MAX_DIRECT_TILE_BYTES}", op_name(g))
+                f"{op_name(g)}: a {kind} convolution with a {'x'.join(map(str, kernel))} "
+                f"filter ({taps} taps; the direct kernel unrolls at most {MAX_DIRECT_TAPS} "
+                "a channel)", op_name(g))
         geo["algo"] = "direct"
         return geo
     for i in range(dims):
@@ -195,18 +199,6 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
                 f"{op_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
                 "stride)", op_name(g))
     return geo
-
-
-def _direct_tile_bytes(kernel: tuple[int, ...], stride: tuple[int, ...],
-                       dilation: tuple[int, ...]) -> int:
-    """Shared memory (fp32) of the direct kernel's smallest input tile: 16 x 16 outputs of
-    the last two dims, or 256 outputs of a 1-d conv."""
-    def extent(n: int, i: int) -> int:
-        return (n - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1
-
-    if len(kernel) == 1:
-        return extent(256, 0) * 4
-    return extent(16, -2) * extent(16, -1) * 4
 
 
 def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:

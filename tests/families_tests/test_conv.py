@@ -92,6 +92,12 @@ EXTRA = {
                                        {"precision_default": "3xtf32",
                                         "precision_modes": ("3xtf32", "tf32"), "module": "",
                                         "output_padding": (1, 1, 1)}),
+    "rec_depthwise_1d_dilated_fp32": ("conv", _DIRECT, "-", {}, {"dilation": (3,),
+                                                                 "groups": 64}),
+    "rec_depthwise_3d_bf16": ("conv", _DIRECT, "add, silu", {"p_conv_bias": "col"},
+                              {"stride": (1, 2, 2), "kernel": (3, 3, 3)}),
+    "rec_grouped_thin_asym_bf16": ("conv", _DIRECT, "add, add", {"res": "full"},
+                                   {"kernel": (3, 5), "groups": 6}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).
 NEGATIVE = {
@@ -218,4 +224,4 @@ def test_direct_conv_proposals():
     task = load_task_file(fd.task_path("conv2d_depthwise_bf16"), name="conv2d_depthwise_bf16")
     recognition_for(task, in_process=True)
     labels = [p.move.params["variant"] for p in family_proposals(task)]
-    assert labels == ["default", "tile_w 64", "rows 2"]
+    assert labels == ["default", "rows 2", "rows 8"]

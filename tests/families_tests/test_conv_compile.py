@@ -7,7 +7,7 @@ two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summin
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
 Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
-free of local memory too. Cases (12 compiles, run by ``family_compile_driver.py`` in two child
+free of local memory too. Cases (15 compiles, run by ``family_compile_driver.py`` in two child
 processes at once; nothing of the DSL is imported here; every bundled conv task compiled
 clean once, see the issue-20 report). The kernels take every size at run time, so one shape
 per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
@@ -17,7 +17,9 @@ epilogue operands, tails (GroupNorm then max pooling; max pooling then a spatial
 transposed conv; a softmax over channels then 3-D max pooling; BatchNorm), 64-row tiles with
 a 2-CTA cluster multicasting the im2col tiles, a 32-channel k tile and explicit stages, and
 the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf16 with an
-epilogue and other tile knobs at a hidden verification shape.
+epilogue and other knobs at a hidden verification shape; a dilated depthwise 1-D conv, a
+strided depthwise 3-D one on an odd width, a grouped one with 4 channels a group and a
+residual (128-bit span reads asserted where the row allows them).
 """
 
 from functools import cache, partial
@@ -43,8 +45,15 @@ CASES = [
     ("rec_functional_same_fp16", {}, 0),
     ("conv2d_bf16", {"tile_m": 64, "cluster_n": 2, "tile_k": 32, "stages": 3}, 0),
     ("conv2d_depthwise_fp32", {}, 0),
-    ("conv2d_depthwise_relu6_bf16", {"tile_w": 64, "rows": 2}, 1),
+    ("conv2d_depthwise_relu6_bf16", {"vec_bits": 64, "rows": 2}, 1),
+    ("rec_depthwise_1d_dilated_fp32", {}, 0), ("rec_depthwise_3d_bf16", {}, 0),
+    ("rec_grouped_thin_asym_bf16", {}, 0),
 ]
+
+
+#: Direct cases whose rows allow 128-bit span reads (W a multiple of 16 bytes' elements).
+_WIDE_DIRECT = {"conv2d_depthwise_fp32", "rec_depthwise_1d_dilated_fp32",
+                "rec_grouped_thin_asym_bf16"}
 
 
 def _case_id(c) -> str:
@@ -93,6 +102,8 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         assert len(direct) == 1 and len(kernels) == 1, list(kernels)
         mma = direct[0]["mma"]
         assert mma.get("FFMA", 0) > 0 and not any(op.startswith(("HGMMA", "HMMA")) for op in mma)
+        if name in _WIDE_DIRECT and "vec_bits" not in changes:
+            assert direct[0]["ops"].get("LDG.E.128", 0) > 0, direct[0]["ops"]
         return
     conv = [k for n, k in kernels.items() if "ConvKernel" in n and "Pack" not in n]
     assert len(conv) == 1, list(kernels)

@@ -36,6 +36,8 @@ SMOKE = ("conv2d_bf16", "conv2d_fp32", "conv_transpose2d_bf16", "conv2d_grouped_
 TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_functional_fp32",
                                  "rec_transposed_zero_insert_bf16", "rec_sequential_fp32",
                                  "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16",
+                                 "rec_depthwise_1d_dilated_fp32", "rec_depthwise_3d_bf16",
+                                 "rec_grouped_thin_asym_bf16",
                                  *sorted(fd.CONV_TASK_CHAINS)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
@@ -43,8 +45,9 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_bf16", (("tile_n", 128), ("stages", 3))),
           ("conv2d_fp32", (("promote", 0),)), ("conv2d_fp32", (("tile_k", 8),)),
           ("conv2d_stem_bf16", (("tile_k", 32),)),
-          ("conv2d_depthwise_bf16", (("tile_w", 64), ("rows", 1))),
-          ("conv2d_depthwise_fp32", (("tile_w", 16), ("rows", 2)))]
+          ("conv2d_depthwise_bf16", (("outs", 4), ("rows", 1))),
+          ("conv2d_depthwise_bf16", (("vec_bits", 32), ("rows", 8), ("threads", 128))),
+          ("conv2d_depthwise_fp32", (("outs", 2), ("rows", 2)))]
 
 
 def _id(case) -> str:

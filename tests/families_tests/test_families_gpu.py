@@ -58,6 +58,13 @@ CASES += [(name, "default", True, extra)
           for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
           if fd.plan_of(name).family == "pool" for extra in ("pool_outs=8", "vec_bits=32")]
 
+#: Issue 19's kinds furthest below copy bandwidth, with the knob a search would try first:
+#: approximate transcendentals where they offer it (kl_div's two logs an element), fewer rows
+#: a thread kept in registers for a bf16 map over the channel dim (registers cap occupancy).
+CASES += [(name, fd.variants(name)[0][0], True, "fast_math")
+          for name in sorted(fd.BUNDLED_REDUCE) if fd.offers_fast_math(name)]
+CASES += [("rmsnorm_channels_bf16", fd.variants("rmsnorm_channels_bf16")[0][0], True,
+           "keep_vals=32")]
 
 _R19 = set(fd.reduce_task_names())
 

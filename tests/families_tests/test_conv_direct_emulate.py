@@ -1,0 +1,171 @@
+"""The direct conv kernel's index arithmetic, checked on the CPU against torch (no DSL, no GPU).
+
+``DirectConvKernel.__init__`` (the span offset ``off``, the accesses per span ``chunks``, the
+(output row, filter row) ``pairs`` each input row feeds, the span positions ``used`` with
+``vec`` 1) and the host's ``_direct_shape`` (vec, ow, oh from the knobs) are taken from
+``templates/conv_direct.py.tmpl`` and run here; :func:`emulate` then walks the threads as the
+kernel does (per channel of the group, depth tap and covered input row: one span read in
+``vec``-element accesses, each wholly inside the row or wholly outside it and then zeros) in
+float64, and the result is compared with ``F.conv1d/2d/3d``. The invariants the kernel's
+vector accesses rest on are asserted on the way: every span starts at a multiple of ``vec``,
+and an access that starts inside the row ends inside it.
+"""
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "families" / "templates"
+
+
+def _namespace(tunables: dict) -> dict:
+    """``DirectConvKernel`` (its constructor alone), ``_direct_shape`` and ``_DIRECT_SPAN`` from
+    the template, ``_vector_width`` from head.py.tmpl, with TUNABLES = ``tunables``."""
+    tree = ast.parse((TEMPLATES / "conv_direct.py.tmpl").read_text())
+    keep: list = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "DirectConvKernel":
+            node.body = [n for n in node.body
+                         if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+            keep.append(node)
+        elif isinstance(node, ast.FunctionDef) and node.name == "_direct_shape":
+            keep.append(node)
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_DIRECT_SPAN":
+            keep.append(node)
+    head = ast.parse((TEMPLATES / "head.py.tmpl").read_text())
+    keep += [n for n in head.body if isinstance(n, ast.FunctionDef) and n.name == "_vector_width"]
+    assert len(keep) == 4
+    ns: dict = {"TUNABLES": tunables, "math": math, "torch": torch}
+    exec(compile(ast.Module(keep, []), "conv_direct.py.tmpl", "exec"), ns)  # noqa: S102
+    return ns
+
+
+class _Width:
+    """A stand-in for a CuTe dtype: the constructor reads only ``width``."""
+
+    def __init__(self, bits: int):
+        self.width = bits
+
+
+def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups: int,
+            tunables: dict) -> torch.Tensor:
+    """conv(x, w) (no bias) as DirectConvKernel computes it, geometry as 3-d (D, H, W)."""
+    ns = _namespace(tunables)
+    dims = x.dim() - 2
+    pad3 = lambda v, fill: (fill,) * (3 - dims) + tuple(v)  # noqa: E731
+    ks, st, dl, lo = (pad3(w.shape[2:], 1), pad3(stride, 1), pad3(dilation, 1),
+                      pad3(padding, 0))
+    sizes = pad3(x.shape[2:], 1)
+    outs = tuple((sizes[i] + 2 * lo[i] - dl[i] * (ks[i] - 1) - 1) // st[i] + 1
+                 for i in range(3))
+    n_img, c_in, k_out = x.shape[0], x.shape[1], w.shape[0]
+    cg, kg = c_in // groups, k_out // groups
+    vec, ow, oh = ns["_direct_shape"](x, ks, st, dl, lo, outs)
+    assert (ow * st[2]) % vec == 0
+    kern = ns["DirectConvKernel"](None, _Width(8 * x.element_size()), ks, st, dl, lo, sizes,
+                                  outs, (c_in, k_out, cg, kg), vec, ow, oh, 256, None, (), (),
+                                  0)
+    D, H, W = sizes
+    Z, P, Q = outs
+    T, R, S = ks
+    xf = x.double().reshape(n_img, c_in, D, H, W)
+    wf = w.double().reshape(k_out, cg, T, R, S)
+    out = torch.full((n_img, k_out, Z, P, Q), float("nan"), dtype=torch.float64)
+    for i in range(n_img * kern.per_image):
+        gq = i % kern.groups_q
+        rem = i // kern.groups_q
+        gp = rem % kern.groups_p
+        rem //= kern.groups_p
+        z = rem % Z
+        rem //= Z
+        k, n = rem % k_out, rem // k_out
+        q0, p0 = gq * ow, gp * oh
+        acc = [[0.0] * ow for _ in range(oh)]
+        for c in range(cg):
+            ch = (k // kg) * cg + c
+            for t in range(T):
+                d = z * st[0] + t * dl[0] - lo[0]
+                if not 0 <= d < D:
+                    continue
+                h0 = p0 * st[1] - lo[1]
+                a0 = q0 * st[2] - lo[2] - kern.off
+                assert a0 % vec == 0, (a0, vec)
+                for u in range(kern.in_rows):
+                    h = h0 + u
+                    if not kern.pairs[u] or not 0 <= h < H:
+                        continue
+                    xs = [None] * (kern.chunks * vec)
+                    if vec == 1:
+                        for e in kern.used:
+                            pos = a0 + e
+                            xs[e] = float(xf[n, ch, d, h, pos]) if 0 <= pos < W else 0.0
+                    else:
+                        for ci in range(kern.chunks):
+                            pos = a0 + ci * vec
+                            inside = 0 <= pos < W
+                            assert not inside or pos + vec <= W, "an access crosses the row end"
+                            for e in range(vec):
+                                xs[ci * vec + e] = (float(xf[n, ch, d, h, pos + e]) if inside
+                                                    else 0.0)
+                    for oi, r in kern.pairs[u]:
+                        for j in range(ow):
+                            for s in range(S):
+                                acc[oi][j] += (xs[kern.off + j * st[2] + s * dl[2]]
+                                               * float(wf[k, c, t, r, s]))
+        for oi in range(oh):
+            for j in range(ow):
+                if p0 + oi < P and q0 + j < Q:
+                    out[n, k, z, p0 + oi, q0 + j] = acc[oi][j]
+    return out.reshape(n_img, k_out, *outs[3 - dims:])
+
+
+_DEFAULT = {"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256}
+#: (dtype, x shape, (K, Cg, *kernel), stride, padding, dilation, groups, knob changes)
+CASES = [
+    (torch.bfloat16, (2, 4, 9, 16), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4, {}),
+    (torch.bfloat16, (1, 3, 7, 24), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1), 3, {"rows": 8}),
+    (torch.float32, (2, 2, 11, 16), (4, 1, 5, 5), (2, 2), (2, 2), (1, 1), 2, {}),
+    (torch.float32, (1, 2, 6, 12), (2, 1, 3, 3), (1, 3), (0, 2), (2, 1), 2, {"outs": 8}),
+    (torch.bfloat16, (1, 4, 5, 32), (4, 2, 3, 5), (1, 1), (1, 2), (1, 1), 2,
+     {"vec_bits": 64, "rows": 2}),
+    (torch.bfloat16, (1, 2, 4, 23), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), 2, {}),  # vec 1
+    (torch.float32, (2, 3, 40), (3, 1, 5), (1,), (6,), (3,), 3, {}),  # 1-d, dilated
+    (torch.float32, (1, 2, 64), (2, 1, 9), (1,), (20,), (5,), 2, {"outs": 8}),  # span > 64
+    (torch.bfloat16, (1, 2, 3, 6, 16), (2, 1, 3, 3, 3), (1, 2, 2), (1, 1, 1), (1, 1, 1), 2,
+     {}),
+    (torch.float32, (1, 2, 4, 5, 8), (4, 1, 2, 3, 3), (2, 1, 1), (0, 1, 1), (1, 2, 1), 2,
+     {"rows": 2}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{len(c[1]) - 2}d-{i}" for i, c in
+                                             enumerate(CASES)])
+def test_direct_kernel_indexing_matches_torch(case):
+    dtype, x_shape, w_shape, stride, padding, dilation, groups, knobs = case
+    torch.manual_seed(0)
+    x = torch.randn(x_shape).to(dtype)
+    w = torch.randn(w_shape, dtype=torch.float64)
+    got = emulate(x, w, stride, padding, dilation, groups, {**_DEFAULT, **knobs})
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[x.dim()]
+    ref = conv(x.double(), w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert got.shape == ref.shape
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_direct_shape_wide_and_narrow():
+    """vec / ow / oh from the knobs: 128-bit reads where the row allows, ow * stride a multiple
+    of vec, a span that would pass _DIRECT_SPAN values narrowed, rows capped at the output's."""
+    ns = _namespace(dict(_DEFAULT))
+    shape = ns["_direct_shape"]
+    bf = torch.zeros(1, 1, 8, 112, dtype=torch.bfloat16)
+    assert shape(bf, (1, 3, 3), (1, 1, 1), (1, 1, 1), (0, 1, 1), (1, 8, 112)) == (8, 8, 4)
+    assert shape(bf, (1, 3, 3), (1, 1, 2), (1, 1, 1), (0, 1, 1), (1, 8, 56)) == (8, 4, 4)
+    assert shape(torch.zeros(1, 1, 2, 23), (1, 3, 3), (1, 1, 1), (1, 1, 1), (0, 1, 1),
+                 (1, 2, 23)) == (1, 1, 2)
+    vec, ow, _ = shape(torch.zeros(1, 1, 1, 64), (1, 1, 9), (1, 1, 1), (1, 1, 9), (0, 0, 36),
+                       (1, 1, 64))
+    assert ((-36) % vec) + (ow - 1) + 9 * 8 + 1 <= 64 or vec == 1
