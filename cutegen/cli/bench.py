@@ -270,7 +270,9 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     counted as 1.0×.
 
     \b
-    Suites: tierA (bf16 memory-bound), fp32, memory (both), gemm, all, or a .toml file.
+    Suites (benchmarks/suites/): tierA (bf16 memory-bound), fp32, memory (both), gemm,
+    reduce (reductions, norms, pooling), long (rows past a CTA), conv, conv-quick and
+    conv-direct (parts of conv), all; or a .toml file of your own.
     Examples:
       cutegen bench tierA --out bench-out/
       cutegen bench memory --jobs 2 --out bench-out/   (two GPUs: two tasks at a time)

@@ -203,6 +203,7 @@ def test_a_constructor_that_cannot_be_copied_is_reported(tmp_path):
     ("gelu_tanh_bf16", True), ("silu_bf16", True), ("gelu_scale_bias_bf16", True),
     ("gelu_scale_bias_fp32", False),  # fp32 results: tanh.approx is outside 1e-4
     ("relu_bf16", False), ("softmax_bf16", False),  # nothing transcendental in a chain
+    ("kl_div_bf16", True),  # a row reduction with four strategies: fast math still second
 ])
 def test_fast_math_is_a_knob_only_for_half_results_with_transcendentals(name, offered):
     _, props = _initial(name)
@@ -215,8 +216,9 @@ def test_fast_math_is_a_knob_only_for_half_results_with_transcendentals(name, of
         return
     assert default["fast_math"].value is False and list(default["fast_math"].choices) == [
         False, True]
-    # offered at the root right after the strategies, so a 4-evaluation search reaches it
-    assert len(fast) == 1 and props.index(fast[0]) <= 2, [p.move.description for p in props]
+    # offered at the root right after the default (kl_div_bf16 2.4x faster with it on the
+    # H200), so a 2-evaluation search reaches it
+    assert len(fast) == 1 and props.index(fast[0]) == 1, [p.move.description for p in props]
     tun = parse_tunables(fast[0].candidate.code)
     assert tun["fast_math"].value is True
     assert {k: t.value for k, t in tun.items() if k != "fast_math"} == {

@@ -68,6 +68,9 @@ REDUCE_EXTRA = {
                                                                           "map": True}),
     "log_softmax_dim0_fp32": ("strided", "logsumexp", "-", "sub", {"dims": (0,),
                                                                     "map": True}),
+    # compensated fp32 sums past an inf (2026-12-03, ninth session)
+    "sum_rows_inf_fp32": ("row", "sum", "gt, where", "-", {}),
+    "sum_dim1_inf_fp32": ("strided", "sum", "gt, where", "-", {"dims": (1,)}),
 }
 
 
