@@ -3,10 +3,10 @@
 ``DirectConvKernel.__init__`` (the span offset ``off``, the accesses per span ``chunks``, the
 (output row, filter row) ``pairs`` each input row feeds, the span positions ``used`` with
 ``vec`` 1) and the host's ``_direct_shape`` (vec, ow, oh from the knobs) are taken from
-``templates/conv_direct.py.tmpl`` and run here; :func:`emulate` then walks the threads as the
-kernel does (per channel of the group, depth tap and covered input row: one span read in
-``vec``-element accesses, each wholly inside the row or wholly outside it and then zeros) in
-float64, and the result is compared with ``F.conv1d/2d/3d``. The invariants the kernel's
+``templates/conv_direct.py.tmpl`` (with head.py.tmpl's ``_span_shape``) and run here;
+:func:`emulate` then walks the threads as the kernel does (per channel of the group, depth tap
+and covered input row: one span read in ``vec``-element accesses, each wholly inside the row
+or wholly outside it and then zeros) in float64, and the result is compared with ``F.conv1d/2d/3d``. The invariants the kernel's
 vector accesses rest on are asserted on the way: every span starts at a multiple of ``vec``,
 and an access that starts inside the row ends inside it.
 """
@@ -24,7 +24,8 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "codegen" / "families" / "temp
 
 def _namespace(tunables: dict) -> dict:
     """``DirectConvKernel`` (its constructor alone), ``_direct_shape`` and ``_DIRECT_SPAN`` from
-    the template, ``_vector_width`` from head.py.tmpl, with TUNABLES = ``tunables``."""
+    the template, ``_vector_width`` and ``_span_shape`` from head.py.tmpl, with TUNABLES =
+    ``tunables``."""
     tree = ast.parse((TEMPLATES / "conv_direct.py.tmpl").read_text())
     keep: list = []
     for node in tree.body:
@@ -37,8 +38,9 @@ def _namespace(tunables: dict) -> dict:
         elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_DIRECT_SPAN":
             keep.append(node)
     head = ast.parse((TEMPLATES / "head.py.tmpl").read_text())
-    keep += [n for n in head.body if isinstance(n, ast.FunctionDef) and n.name == "_vector_width"]
-    assert len(keep) == 4
+    keep += [n for n in head.body if isinstance(n, ast.FunctionDef)
+             and n.name in ("_vector_width", "_span_shape")]
+    assert len(keep) == 5
     ns: dict = {"TUNABLES": tunables, "math": math, "torch": torch}
     exec(compile(ast.Module(keep, []), "conv_direct.py.tmpl", "exec"), ns)  # noqa: S102
     return ns
