@@ -9,7 +9,8 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   input once as the GEMM reads it: (groups, N, D', H', W', C') with channels innermost, the
   padding written as a zero halo, a transposed conv's inserted zeros written in, channels
   zero-padded to a multiple of ``tile_k`` (and split into tf32 hi / lo parts for 3xTF32).
-  That costs one read and one write of the input (plus the halo); the filter is packed the
+  That costs one read and one write of the input (plus the halo; a CTA moves a 32-pixel x
+  64-channel tile, reads along pixels and writes channel pairs); the filter is packed the
   same way (``WeightPackKernel``, (K, T, R, S, C'), mirrored and transposed for a transposed
   conv). The output is written in NC(D)HW directly by the GEMM's epilogue: no conversion.
 * **Main loop.** GEMM-M = N * Z * P * Q output pixels, GEMM-N = output channels of a group,
@@ -18,9 +19,14 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   input, with the conv's stride as its traversal stride and the dilation as the tap stride;
   B is a plain TMA tile of the packed filter. Consumers (WGMMA), clusters with multicast,
   persistent scheduling and 3xTF32 promotion are the GEMM family's.
-* **Epilogue.** The plan's chain (conv bias, per-channel (C, 1, 1) operands, scalars, module
-  attributes, full residuals, activations) runs on the fp32 accumulators; stores go straight
-  from registers to NC(D)HW (element (m, n) at ``img * K * ZPQ + n * ZPQ + pixel``).
+* **Epilogue.** Element (m, n) of the GEMM is output element ``img * K * ZPQ + n * ZPQ +
+  pixel`` of NC(D)HW, so a channel's pixels are contiguous while a thread's WGMMA fragment
+  holds pixels 8 apart: the tile goes through shared memory 32 channels at a time, and each
+  thread then takes 8 consecutive pixels of a channel, runs the plan's chain (conv bias,
+  per-channel (C, 1, 1) operands, scalars, module attributes, full residuals, activations) on
+  the fp32 values and stores them in 128-bit (or, when ZPQ is not a multiple of 8, 64-, 32-
+  or 16-bit) accesses. (Stored element by element from registers before: conv3d_bf16's
+  GEMM and conv2d_large_bf16's spent a large part of their time there.)
 * **Groups**: one GEMM launch per group (the packed input is group-major). Groups with fewer
   than 16 channels on either side (depthwise) take ``algo`` "direct" instead:
   ``templates/conv_direct.py.tmpl``'s ``DirectConvKernel`` reads NC(D)HW, a thread's
@@ -35,8 +41,14 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   or the kernel is shorter than the stride) the conv runs on the zero-inserted input
   instead (stride^d more MMA work).
 
+**Folded W taps** (``fold``, forward convs): with few channels a pixel, each filter tap is
+a k step of mostly padding, and the im2col gather's rate is per pixel; the pack then writes,
+per output column q, the S input pixels its window reads (``q * stride + s * dilation``) as
+S * C channels, and the GEMM runs a (T, R, 1) filter over them with stride 1 along W
+(:func:`fold_pays` decides the default).
+
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
-(channels per k tile, one filter tap at a time: small for few channels), ``cluster_m`` /
+(channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
@@ -57,11 +69,15 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
 #: Initial conv candidates besides the default: (label, knob values), each used when its
 #: values are allowed choices that differ from the defaults (so the implicit GEMM's and the
-#: direct kernel's variants never mix). Not yet measured on convs: the order follows the gemm
+#: direct kernel's variants never mix). First the other side of the W-tap fold (whichever
+#: the default did not choose: :func:`fold_pays` is a model, this measures it). The rest
+#: not yet measured on convs: the order follows the gemm
 #: suite's bench (a 2x1 cluster first), then a narrower tile for the small output-channel
 #: counts of level-2 convs, then half-height tiles (more tiles for small N * P * Q); for the
 #: direct kernel wider and then shorter tiles.
 CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("fold W taps", {"fold": True}),
+    ("unfolded", {"fold": False}),
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
@@ -75,17 +91,42 @@ def _precision(plan: Plan) -> str:
     return str(plan.param("precision_default") or "bf16")
 
 
-#: Relative cost of a k tile of each width (channels): a narrow one pays the per-stage
-#: overhead (a barrier round trip, one WGMMA k step) on little work.
-_TILE_K_COST = {8: 1.25, 16: 1.25, 32: 1.05, 64: 1.0}
+#: Relative time of one k step (one filter tap's ``tile_k`` channels of a tile) by its
+#: width, bf16 / fp16. A step's TMA im2col load gathers tile_m pixels of tile_k channels
+#: each, and the gather runs at a roughly fixed rate of pixels, not of bytes: on the H200
+#: conv3d_bf16 (32 channels) took 307 us with 32-wide steps and 339 us with 64-wide ones
+#: (half of them zeros), 27 steps either way (tools/conv_sweep.py, 2026-12-03). So the
+#: count of steps matters most, their width a little.
+_TILE_K_STEP = {16: 0.9, 32: 1.0, 64: 1.1}
+#: fp32 (3xTF32, three parts per channel): relative cost per channel of each width.
 _TILE_K_COST_FP32 = {8: 1.25, 16: 1.05, 32: 1.0}
 
 
+def _k_cost(channels: int, tile_k: int, fp32: bool) -> float:
+    """Relative main-loop time of one filter tap's ``channels`` in k steps of ``tile_k``."""
+    steps = -(-channels // tile_k)
+    if fp32:
+        return steps * tile_k * _TILE_K_COST_FP32.get(tile_k, 1.0)
+    return steps * _TILE_K_STEP.get(tile_k, 1.0)
+
+
 def tile_k_for(channels: int, choices: list[int], fp32: bool) -> int:
-    """The k tile (channels of one filter tap per k step) wasting least for a group of
-    ``channels`` input channels: the channels padded to a multiple of it, times its cost."""
-    cost = _TILE_K_COST_FP32 if fp32 else _TILE_K_COST
-    return min(choices, key=lambda t: (-(-channels // t) * t * cost.get(t, 1.0), -t))
+    """The k tile costing least for a group of ``channels`` input channels (:func:`_k_cost`;
+    ties go to the wider tile)."""
+    return min(choices, key=lambda t: (_k_cost(channels, t, fp32), -t))
+
+
+def fold_pays(channels: int, taps_w: int, choices: list[int], fp32: bool) -> bool:
+    """Whether folding the ``taps_w`` filter taps along W into the channels (the packed input
+    holds, per output column, the ``taps_w`` input pixels its window reads: ``taps_w *
+    channels`` channels a pixel) makes the main loop at least 20% cheaper: few channels per
+    tap make many narrow k steps (a 3-channel 7x7 stem: 49 steps of 16 channels, 13 of them
+    padding; folded, 7 steps of 32). The pack writes ``taps_w / stride`` times the input."""
+    if taps_w <= 1:
+        return False
+    plain = taps_w * min(_k_cost(channels, t, fp32) for t in choices)
+    folded = min(_k_cost(taps_w * channels, t, fp32) for t in choices)
+    return folded <= 0.8 * plain
 
 
 #: The direct kernel's knobs: outputs a thread computes along W (0: the fewest for aligned
@@ -140,8 +181,12 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     tile_ks = [8, 16, 32] if fp32 else [16, 32, 64]
     tile_ns = FP32_TILE_N if fp32 else [64, 128, 192, 256]
     tile_m, tile_n = _default_tiles(plan, kg, tile_ns)
+    taps_w = int((plan.param("kernel") or (1,))[-1])
+    foldable = not plan.param("transposed") and taps_w > 1
+    fold = foldable and fold_pays(cg, taps_w, tile_ks, fp32)
     values = {"tile_m": tile_m, "tile_n": tile_n,
-              "tile_k": tile_k_for(cg, tile_ks, fp32), "cluster_m": 1, "cluster_n": 1, "stages": 0,
+              "tile_k": tile_k_for(taps_w * cg if fold else cg, tile_ks, fp32),
+              "fold": fold, "cluster_m": 1, "cluster_n": 1, "stages": 0,
               "raster": "m", "swizzle": 1,
               "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
               "precision": precision}
@@ -149,6 +194,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
                "promote": PROMOTE_CHOICES if fp32 else [0],
+               "fold": [False, True] if foldable else [False],
                "precision": [precision]}
     modes = plan.param("precision_modes")
     if modes:

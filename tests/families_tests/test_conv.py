@@ -10,6 +10,7 @@ import pytest
 
 from cutegen.codegen.candidate import declared_precision, parse_tunables
 from cutegen.codegen.eval.static import check_source
+from cutegen.codegen.families.conv import fold_pays, tile_k_for
 
 _IG, _DIRECT = "implicit_gemm", "direct"
 #: name -> (op, algo, epilogue ops, {leaf name: kind} that must hold, params that must hold).
@@ -181,16 +182,40 @@ def test_rendered_conv_candidate(name):
         assert declared_precision(code) == values["precision"] == plan.param("precision_default")
         assert set(choices["precision"]) <= set(plan.param("precision_modes"))
         cg = plan.param("in_channels") // plan.param("groups")
-        assert values["tile_k"] in choices["tile_k"] and (cg >= values["tile_k"] or cg < 16
-                                                          or values["tile_k"] <= 32)
+        taps_w = plan.param("kernel")[-1]
+        fp32 = values["precision"] in ("tf32", "3xtf32")
+        assert values["fold"] == (not plan.param("transposed")
+                                  and fold_pays(cg, taps_w, choices["tile_k"], fp32))
+        channels = cg * taps_w if values["fold"] else cg
+        assert values["tile_k"] == tile_k_for(channels, choices["tile_k"], fp32)
 
 
 def test_tile_k_default_wastes_little():
-    from cutegen.codegen.families.conv import tile_k_for
-
-    assert [tile_k_for(c, [16, 32, 64], False) for c in (3, 16, 48, 64, 96, 256)] == [
-        16, 16, 16, 64, 32, 64]
+    """bf16: the fewest k steps (a step's im2col gather costs per pixel, whatever its width:
+    48 or 96 channels take 64-wide steps); fp32: the least padded work."""
+    assert [tile_k_for(c, [16, 32, 64], False) for c in (3, 16, 32, 48, 64, 96, 256)] == [
+        16, 16, 32, 64, 64, 64, 64]
     assert [tile_k_for(c, [8, 16, 32], True) for c in (3, 16, 64)] == [8, 16, 32]
+
+
+def test_fold_pays_for_few_channels_only():
+    """The W taps are folded into the channels where few channels a tap make narrow k steps
+    (a 3-channel 7x7 stem, 32 or 16 channels of a 3x3 filter), not where a tap's channels
+    already fill wide steps; and the default candidate of such tasks folds, its k tile
+    chosen for the folded channels."""
+    from cutegen.codegen.families.conv import conv_knobs
+
+    bf16, fp32 = [16, 32, 64], [8, 16, 32]
+    assert [fold_pays(c, s, bf16, False) for c, s in ((3, 7), (16, 3), (32, 3), (64, 3),
+                                                      (128, 3), (32, 1))] == [
+        True, True, True, False, False, False]
+    assert [fold_pays(c, s, fp32, True) for c, s in ((3, 7), (64, 3))] == [True, False]
+    want = {"conv2d_stem_bf16": (True, 32), "conv3d_bf16": (True, 64),
+            "conv2d_large_bf16": (False, 64), "conv_transpose2d_bf16": (False, 64)}
+    for name, (fold, tk) in want.items():
+        values, choices = conv_knobs(fd.plan_of(name))
+        assert (values["fold"], values["tile_k"]) == (fold, tk), name
+        assert choices["fold"] == ([False] if "transpose" in name else [False, True])
 
 
 def test_conv_proposals_and_moves():

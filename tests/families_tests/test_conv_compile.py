@@ -7,7 +7,7 @@ two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summin
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
 Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
-free of local memory too. Cases (15 compiles, run by ``family_compile_driver.py`` in two child
+free of local memory too. Cases (17 compiles, run by ``family_compile_driver.py`` in two child
 processes at once; nothing of the DSL is imported here; every bundled conv task compiled
 clean once, see the issue-20 report). The kernels take every size at run time, so one shape
 per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
@@ -19,7 +19,10 @@ a 2-CTA cluster multicasting the im2col tiles, a 32-channel k tile and explicit 
 the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf16 with an
 epilogue and other knobs at a hidden verification shape; a dilated depthwise 1-D conv, a
 strided depthwise 3-D one on an odd width, a grouped one with 4 channels a group and a
-residual (128-bit span reads asserted where the row allows them).
+residual (128-bit span reads asserted where the row allows them); W taps folded into the
+channels (a 3-D conv of 32 channels, a 3-channel 7x7 stem at an odd verification shape).
+Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
+stores asserted where the output plane allows them).
 """
 
 from functools import cache, partial
@@ -48,7 +51,11 @@ CASES = [
     ("conv2d_depthwise_relu6_bf16", {"vec_bits": 64, "rows": 2}, 1),
     ("rec_depthwise_1d_dilated_fp32", {}, 0), ("rec_depthwise_3d_bf16", {}, 0),
     ("rec_grouped_thin_asym_bf16", {}, 0),
+    ("conv3d_bf16", {}, 0), ("conv2d_stem_bf16", {}, 1),
 ]
+#: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
+#: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
+_WIDE_STORES = {"conv3d_bf16", "conv2d_fp32"}
 
 
 #: Direct cases whose rows allow 128-bit span reads (W a multiple of 16 bytes' elements).
@@ -118,5 +125,13 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     assert not any(op.startswith("HMMA") for op in mma), mma
     if precision == "fp16":
         assert not any(t in op for op in hgmma for t in (".BF16", ".TF32")), hgmma
+    ops = conv[0]["ops"]
+    if not plan.param("transposed"):  # the tile staged through shared memory for the stores
+        assert ops.get("LDS.128", 0) > 0 and ops.get("STS", 0) > 0, ops
+    if name in _WIDE_STORES:
+        assert ops.get("STG.E.128", 0) > 0 and not any(
+            op in ops for op in ("STG.E", "STG.E.U16", "STG.E.64")), ops
+    pack = [k for n, k in kernels.items() if "ConvPackKernel" in n][0]["ops"]
+    assert pack.get("LDS.64", 0) > 0, pack  # channel pairs, one 64-bit shared read
     assert mma.get("UTMALDG.5D.IM2COL", 0) > 0, f"no im2col TMA loads: {mma}"
     assert mma.get("UTMALDG", 0) > 0, f"no tiled TMA loads of the filter: {mma}"

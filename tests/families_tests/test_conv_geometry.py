@@ -18,7 +18,8 @@ Each case compares with ``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` of the
 module or functional arguments: stride, padding (symmetric, "same" with even kernels,
 "valid", large transposed paddings that crop), dilation, groups, output_padding, 1-D to 3-D;
 strided transposed convs also through :func:`emulate_phases` (``_conv_phases``: one forward
-conv per output phase, as the phased kernels run them).
+conv per output phase, as the phased kernels run them), forward ones also through
+:func:`emulate_folded` (``_conv_folded``: the W taps folded into the channels).
 """
 
 import ast
@@ -38,8 +39,8 @@ def _functions(conv: dict) -> dict:
     """``_conv_geometry`` and ``_conv_shapes`` from the template, with CONV = ``conv``."""
     tree = ast.parse(TEMPLATE.read_text().replace("{{CONV}}", "None"))
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
-            and n.name in ("_conv_geometry", "_conv_shapes", "_conv_phases")]
-    assert len(keep) == 3
+            and n.name in ("_conv_geometry", "_conv_shapes", "_conv_phases", "_conv_folded")]
+    assert len(keep) == 4
     ns: dict = {"CONV": conv, "math": math}
     exec(compile(ast.Module(keep, []), str(TEMPLATE), "exec"), ns)  # noqa: S102 - our file
     return ns
@@ -82,6 +83,47 @@ def emulate_phases(x: torch.Tensor, w: torch.Tensor, mod, conv: dict):
                         acc[:, grp * kg:(grp + 1) * kg] += torch.einsum(
                             "nczpq,ck->nkzpq", a[:, grp * cg:(grp + 1) * cg], b)
         out[:, :, phi[0]::st[0], phi[1]::st[1], phi[2]::st[2]] = acc
+    return out.reshape(n_img, k_out, *outs[3 - conv["dims"]:])
+
+
+def emulate_folded(x: torch.Tensor, w: torch.Tensor, mod, conv: dict) -> torch.Tensor:
+    """A forward conv as the folded kernels compute it: ConvPackKernel's ``_read_folded``
+    (packed[g, n, zp, yp, q, s * Cg + c] = padded x[n, g * Cg + c, zp, yp, q * st_w + s *
+    dl_w], zero past S * Cg), WeightPackKernel's fold (channel s * Cg + c of tap (t, r) =
+    w[k, c, t, r, s]) and the implicit GEMM over ``_conv_folded``'s taps, strides and
+    dilations on its packed extent."""
+    ns = _functions(conv)
+    g = ns["_conv_geometry"](mod, tuple(x.shape), tuple(w.shape))
+    sh = ns["_conv_shapes"](g, tuple(x.shape), tuple(w.shape), False)
+    fd = ns["_conv_folded"](g, sh)
+    n_img, groups, cg, kg, k_out = x.shape[0], g["groups"], sh["cg"], sh["kg"], sh["k_out"]
+    x5 = x.double().reshape(n_img, x.shape[1], *g["spatial"])
+    lo, padded = sh["lo"], sh["padded"]
+    hi = [padded[i] - g["spatial"][i] - lo[i] for i in range(3)]
+    xpad = F.pad(x5, (lo[2], hi[2], lo[1], hi[1], lo[0], hi[0]))  # pads or crops
+    S, dl_w, st_w = fd["fold_w"]
+    q_ext = fd["padded"][2]
+    cols = torch.arange(q_ext)[:, None] * st_w + torch.arange(S)[None, :] * dl_w  # (Q, S)
+    assert int(cols.max()) < padded[2]
+    folded = xpad[..., cols]  # (N, C, Dp, Hp, Q, S)
+    packed = (folded.reshape(n_img, groups, cg, *fd["padded"], S)
+              .permute(1, 0, 3, 4, 5, 6, 2)  # (G, N, Dp, Hp, Q, S, Cg)
+              .reshape(groups, n_img, *fd["padded"], S * cg))
+    ks = g["ks"]
+    w5 = w.double().reshape(*w.shape[:2], *ks)  # (K, Cg, T, R, S)
+    wpk = w5.permute(0, 2, 3, 4, 1).reshape(k_out, ks[0], ks[1], S * cg)
+    taps, st, dl, outs = fd["taps"], fd["st"], fd["dil"], sh["outs"]
+    assert taps[2] == 1 and st[2] == 1
+    out = torch.zeros(n_img, k_out, *outs, dtype=torch.float64)
+    for t in range(taps[0]):
+        for r in range(taps[1]):
+            a = packed[:, :,
+                       t * dl[0]: t * dl[0] + st[0] * (outs[0] - 1) + 1: st[0],
+                       r * dl[1]: r * dl[1] + st[1] * (outs[1] - 1) + 1: st[1],
+                       : outs[2], :]
+            for grp in range(groups):
+                b = wpk[grp * kg:(grp + 1) * kg, t, r, :]
+                out[:, grp * kg:(grp + 1) * kg] += torch.einsum("nzpqc,kc->nkzpq", a[grp], b)
     return out.reshape(n_img, k_out, *outs[3 - conv["dims"]:])
 
 
@@ -184,6 +226,9 @@ def test_kernel_geometry_matches_torch(case, via):
         phased = emulate_phases(x, m.weight.detach(), m if via == "module" else None, conv)
         if phased is not None:
             torch.testing.assert_close(phased, ref.detach(), rtol=1e-10, atol=1e-10)
+    else:
+        folded = emulate_folded(x, m.weight.detach(), m if via == "module" else None, conv)
+        torch.testing.assert_close(folded, ref.detach(), rtol=1e-10, atol=1e-10)
 
 
 def test_functional_padding_same_string():

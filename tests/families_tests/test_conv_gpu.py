@@ -10,7 +10,8 @@ or a ``conv_tasks/rec_*`` task into a candidate and evaluates it with
 no baselines) and asserts the verdict is ``correct``. Cases: the default candidate of every
 conv task (the chains of a conv kernel and other families' kernels among them), then a few knob values on ``conv2d_bf16`` / ``conv2d_fp32`` (64-row tiles,
 clusters with multicast, narrow k tiles, stages, promotion off and on) and on the direct
-kernel (tile width, rows per thread). ``smoke`` selects one case per kernel path: bf16 and
+kernel (tile width, rows per thread), and the W-tap fold on and off (``-k fold``).
+``smoke`` selects one case per kernel path: bf16 and
 3xTF32 implicit GEMM, a strided transposed conv (one GEMM per output phase) and one on the
 zero-inserted input, grouped, 3-D with tails (softmax over channels, max pooling), GroupNorm
 + max pooling, and the direct kernel.
@@ -47,7 +48,14 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_stem_bf16", (("tile_k", 32),)),
           ("conv2d_depthwise_bf16", (("outs", 4), ("rows", 1))),
           ("conv2d_depthwise_bf16", (("vec_bits", 32), ("rows", 8), ("threads", 128))),
-          ("conv2d_depthwise_fp32", (("outs", 2), ("rows", 2)))]
+          ("conv2d_depthwise_fp32", (("outs", 2), ("rows", 2))),
+          # W taps folded into the channels (conv3d_bf16 and conv2d_stem_bf16 fold by
+          # default): many channels, 1-D, dilated, grouped, strided, 3xTF32, and unfolded
+          ("conv2d_bf16", (("fold", True),)), ("conv1d_bf16", (("fold", True),)),
+          ("conv2d_dilated_bf16", (("fold", True),)), ("conv2d_grouped_bf16", (("fold", True),)),
+          ("conv2d_strided_bf16", (("fold", True),)), ("conv2d_fp32", (("fold", True),)),
+          ("conv1d_strided_fp32", (("fold", True),)), ("conv3d_bf16", (("fold", False),)),
+          ("conv2d_sub_tanh_sub_fp32", (("fold", True),))]
 
 
 def _id(case) -> str:
