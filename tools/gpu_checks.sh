@@ -55,6 +55,8 @@
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
 #                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
+#   conv-fold      the conv kernels' staged stores, 64 x 64 pack and W-tap fold (tenth session):
+#                  the fold's GPU cases and one per kernel path, then fold on / off timed  ~5
 #   conv-direct    the direct conv kernel (rebuilt 2026-12-03, ninth session): its GPU cases
 #                  (-n 4), then cutegen bench conv-direct (its 3 tasks, conv3d, conv2d_fp32) ~7
 #   host           tools/host_overhead.py on conv tasks and two row tasks: host against
@@ -237,6 +239,14 @@ for s in "$@"; do
       step r19_knobs 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -p no:cacheprovider -k "r19 and (kl_div_bf16 or selu_bf16 or rmsnorm_channels_bf16)"
       mkdir -p "$out/r19-knobs" && cp runs/families_gpu/summary*.jsonl "$out/r19-knobs/" 2>/dev/null ;;
+    conv-fold)  # the staged conv epilogue, the 64 x 64 input pack, the W-tap fold (2026-12-03,
+      # tenth session): the fold's cases and one case per kernel path, then fold on / off timed
+      step conv_fold_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "fold or smoke or stem or conv3d_bf16"
+      mkdir -p "$out/conv-fold" && cp runs/conv_gpu/summary*.jsonl "$out/conv-fold/" 2>/dev/null
+      for t in conv2d_stem_bf16 conv3d_bf16 conv3d_scale_tanh_sigmoid_bf16; do
+        step "sweep_$t" 60 $py tools/conv_sweep.py "$t" fold=False
+      done ;;
     conv-direct)
       step conv_direct_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -n 4 -p no:cacheprovider -k "depthwise or grouped_thin"
