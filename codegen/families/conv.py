@@ -91,23 +91,20 @@ def _precision(plan: Plan) -> str:
     return str(plan.param("precision_default") or "bf16")
 
 
-#: Relative time of one k step (one filter tap's ``tile_k`` channels of a tile) by its
-#: width, bf16 / fp16. A step's TMA im2col load gathers tile_m pixels of tile_k channels
-#: each, and the gather runs at a roughly fixed rate of pixels, not of bytes: on the H200
-#: conv3d_bf16 (32 channels) took 307 us with 32-wide steps and 339 us with 64-wide ones
-#: (half of them zeros), 27 steps either way (tools/conv_sweep.py, 2026-12-03). So the
-#: count of steps matters most, their width a little.
-_TILE_K_STEP = {16: 0.9, 32: 1.0, 64: 1.1}
-#: fp32 (3xTF32, three parts per channel): relative cost per channel of each width.
-_TILE_K_COST_FP32 = {8: 1.25, 16: 1.05, 32: 1.0}
+#: Relative time of one k step (one filter tap's ``tile_k`` channels of a tile) by the bytes
+#: it gathers per pixel (bf16 / fp16: 2 bytes a channel; fp32: each of its 3xTF32 / TF32
+#: parts, 4 bytes a channel, is a step of its own). A step's TMA im2col load gathers tile_m
+#: pixels of tile_k channels each, and the gather runs at a roughly fixed rate of pixels, not
+#: of bytes: on the H200 conv3d_bf16 (32 channels) took 307 us with 64-byte steps and 339 us
+#: with 128-byte ones (half of them zeros), 27 steps either way (tools/conv_sweep.py,
+#: 2026-12-03). So the count of steps matters most, their width a little.
+_STEP_COST = {32: 0.9, 64: 1.0, 128: 1.1}
 
 
 def _k_cost(channels: int, tile_k: int, fp32: bool) -> float:
     """Relative main-loop time of one filter tap's ``channels`` in k steps of ``tile_k``."""
     steps = -(-channels // tile_k)
-    if fp32:
-        return steps * tile_k * _TILE_K_COST_FP32.get(tile_k, 1.0)
-    return steps * _TILE_K_STEP.get(tile_k, 1.0)
+    return steps * _STEP_COST.get(tile_k * (4 if fp32 else 2), 1.0)
 
 
 def tile_k_for(channels: int, choices: list[int], fp32: bool) -> int:

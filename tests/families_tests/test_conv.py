@@ -191,11 +191,12 @@ def test_rendered_conv_candidate(name):
 
 
 def test_tile_k_default_wastes_little():
-    """bf16: the fewest k steps (a step's im2col gather costs per pixel, whatever its width:
-    48 or 96 channels take 64-wide steps); fp32: the least padded work."""
+    """The fewest k steps (a step's im2col gather costs per pixel, whatever its width: 48 or
+    96 bf16 channels take 64-wide steps, 33 fp32 ones 32-wide), the narrower of two equal
+    counts."""
     assert [tile_k_for(c, [16, 32, 64], False) for c in (3, 16, 32, 48, 64, 96, 256)] == [
         16, 16, 32, 64, 64, 64, 64]
-    assert [tile_k_for(c, [8, 16, 32], True) for c in (3, 16, 64)] == [8, 16, 32]
+    assert [tile_k_for(c, [8, 16, 32], True) for c in (3, 16, 33, 64)] == [8, 16, 32, 32]
 
 
 def test_fold_pays_for_few_channels_only():
@@ -209,7 +210,8 @@ def test_fold_pays_for_few_channels_only():
     assert [fold_pays(c, s, bf16, False) for c, s in ((3, 7), (16, 3), (32, 3), (64, 3),
                                                       (128, 3), (32, 1))] == [
         True, True, True, False, False, False]
-    assert [fold_pays(c, s, fp32, True) for c, s in ((3, 7), (64, 3))] == [True, False]
+    assert [fold_pays(c, s, fp32, True) for c, s in ((3, 11), (16, 5), (32, 3), (64, 3))] == [
+        True, True, False, False]
     want = {"conv2d_stem_bf16": (True, 32), "conv3d_bf16": (True, 64),
             "conv2d_large_bf16": (False, 64), "conv_transpose2d_bf16": (False, 64)}
     for name, (fold, tk) in want.items():
