@@ -9,7 +9,9 @@ each setting (the default first; a setting is ``knob=value[,knob=value]``), impo
 (our own rendered code), checks the output against the task's reference (bf16 / fp16 within
 2e-2, fp32 within 1e-3 relative to the largest magnitude), and times ``--runs`` calls with
 CUDA events, the L2 flushed (a 256 MiB write) before each; eager PyTorch on the same inputs
-is the last row. Prints one table per task; ``--json`` writes the rows.
+is the last row. Prints one table per task; ``--json`` writes the rows. A setting that
+crashes on the GPU (an illegal address) leaves the CUDA context unusable, so the settings
+after it fail too: run a suspect one last, or alone.
 """
 
 from __future__ import annotations
