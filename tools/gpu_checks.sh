@@ -52,6 +52,7 @@
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (43 tasks), 4 evaluations each; resumable     3 x ~9
+#   bench-conv-2   the same with 2 evaluations each (3 calls; carry .bench/conv.db)   3 x ~9
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
 #                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
@@ -97,6 +98,11 @@ bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE
   local suite=$1 gpu=$2
   shift 2
   mkdir -p /tmp/cutegen-bench
+  # a store brought from an earlier machine (carry .bench/) resumes there: a fresh machine
+  # starts with an empty /tmp, and a suite can take more than one 10-minute call
+  if [ -f ".bench/$suite.db" ] && [ ! -f "/tmp/cutegen-bench/$suite.db" ]; then
+    cp ".bench/$suite.db" "/tmp/cutegen-bench/$suite.db"
+  fi
   step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
     --gpu "$gpu" --run-prefix "b-$suite" --resume --db "/tmp/cutegen-bench/$suite.db" \
     --out "$out/bench_$suite" "$@"
@@ -233,6 +239,8 @@ for s in "$@"; do
       step status_conv 30 $py -m cutegen status conv_gn_pool --db "$db" ;;
     bench-conv)
       bench_suite conv 0 ;;
+    bench-conv-2)
+      bench_suite conv 0 --max-evals 2 ;;
     bench-conv-quick)
       bench_suite conv-quick 0 --max-evals 2 ;;
     r19-knobs)
