@@ -103,7 +103,9 @@ bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE
   if [ -f ".bench/$suite.db" ] && [ ! -f "/tmp/cutegen-bench/$suite.db" ]; then
     cp ".bench/$suite.db" "/tmp/cutegen-bench/$suite.db"
   fi
-  step "bench_$suite" 580 $py -m cutegen bench "$suite" --max-evals 4 --max-minutes 8.5 \
+  local minutes=${BENCH_MINUTES:-8.5}  # a shorter call: BENCH_MINUTES=6
+  step "bench_$suite" "$(python3 -c "print(int($minutes * 60 + 70))")" \
+    $py -m cutegen bench "$suite" --max-evals 4 --max-minutes "$minutes" \
     --gpu "$gpu" --run-prefix "b-$suite" --resume --db "/tmp/cutegen-bench/$suite.db" \
     --out "$out/bench_$suite" "$@"
   $py -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \

@@ -41,6 +41,13 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   or the kernel is shorter than the stride) the conv runs on the zero-inserted input
   instead (stride^d more MMA work).
 
+**1x1 convolutions** (``gemm_1x1``: stride 1, no padding, one group, bf16 / fp16) need no
+pack and no gather: for each image the output (K x pixels) is the filter (K x C) times the
+input's (C x pixels) plane, both NC(D)HW as they are, so one launch of the GEMM kernel with
+the filter shared by every batch (``PointwiseConvKernel``) computes it, and its epilogue
+stores NC(D)HW rows (TMA where a row of pixels is a 16-byte multiple). Shapes whose rows
+are not 16-byte multiples take the implicit GEMM.
+
 **Folded W taps** (``fold``, forward convs): with few channels a pixel, each filter tap is
 a k step of mostly padding, and the im2col gather's rate is per pixel; the pack then writes,
 per output column q, the S input pixels its window reads (``q * stride + s * dilation``) as
@@ -48,7 +55,8 @@ S * C channels, and the GEMM runs a (T, R, 1) filter over them with stride 1 alo
 (:func:`fold_pays` decides the default).
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
-(channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``cluster_m`` /
+(channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
+``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
@@ -76,6 +84,7 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
 #: counts of level-2 convs, then half-height tiles (more tiles for small N * P * Q); for the
 #: direct kernel wider and then shorter tiles.
 CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("1x1 as implicit GEMM", {"gemm_1x1": False}),
     ("fold W taps", {"fold": True}),
     ("unfolded", {"fold": False}),
     ("cluster 2x1", {"cluster_m": 2}),
@@ -161,6 +170,19 @@ def _default_tiles(plan: Plan, kg: int, tile_ns: list[int]) -> tuple[int, int]:
     return tile_m, tile_n
 
 
+def pointwise_gemm(plan: Plan) -> bool:
+    """Whether the conv is 1x1 with stride 1, no padding and one group (forward): a batched
+    GEMM over the NC(D)HW tensors as they are (``gemm_1x1``; bf16 / fp16 only, as tf32
+    WGMMA reads both operands K-major and the pixels are B's contiguous dim)."""
+    if plan.param("transposed") or int(plan.param("groups", 1)) != 1:
+        return False
+    padding = plan.param("padding")
+    pad_ok = padding in ("valid", "same") or (not isinstance(padding, str)
+                                    and all(int(p) == 0 for p in (padding or ())))
+    return (pad_ok and all(int(k) == 1 for k in (plan.param("kernel") or ()))
+            and all(int(s) == 1 for s in (plan.param("stride") or ())))
+
+
 def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
     every knob compiles with the others at their defaults)."""
@@ -181,18 +203,23 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     taps_w = int((plan.param("kernel") or (1,))[-1])
     foldable = not plan.param("transposed") and taps_w > 1
     fold = foldable and fold_pays(cg, taps_w, tile_ks, fp32)
+    pointwise = pointwise_gemm(plan) and not fp32
     values = {"tile_m": tile_m, "tile_n": tile_n,
               "tile_k": tile_k_for(taps_w * cg if fold else cg, tile_ks, fp32),
               "fold": fold, "cluster_m": 1, "cluster_n": 1, "stages": 0,
               "raster": "m", "swizzle": 1,
               "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
               "precision": precision}
+    if pointwise:
+        values["gemm_1x1"] = True
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
                "promote": PROMOTE_CHOICES if fp32 else [0],
                "fold": [False, True] if foldable else [False],
                "precision": [precision]}
+    if pointwise:
+        choices["gemm_1x1"] = [False, True]
     modes = plan.param("precision_modes")
     if modes:
         choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [

@@ -4,6 +4,7 @@
 conv moves."""
 
 import ast
+from dataclasses import replace
 
 import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
@@ -76,6 +77,9 @@ BUNDLED = {
 CHAINED = fd.BUNDLED_CONV_CHAINS
 #: Our small tasks (conv_tasks/rec_*.py): same layout.
 EXTRA = {
+    "rec_pointwise_chain_bf16": ("conv", _IG, "add, mul, add, relu",
+                                 {"p_conv_bias": "col", "p_scale": "col", "res": "full"},
+                                 {"kernel": (1, 1)}),
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
     "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
@@ -218,6 +222,45 @@ def test_fold_pays_for_few_channels_only():
         values, choices = conv_knobs(fd.plan_of(name))
         assert (values["fold"], values["tile_k"]) == (fold, tk), name
         assert choices["fold"] == ([False] if "transpose" in name else [False, True])
+
+
+def test_gemm_1x1_offered_where_the_conv_is_a_gemm():
+    """``gemm_1x1`` (the conv as a batched GEMM over NCHW as it is, no pack) is a knob of
+    1x1 convs with stride 1, no padding, one group and a 16-bit precision only, on by
+    default; the root's second candidate is the implicit GEMM ("1x1 as implicit GEMM")."""
+    from cutegen.codegen.families.conv import CONV_VARIANTS, conv_knobs, pointwise_gemm
+
+    for name in ("conv2d_1x1_bf16", "rec_pointwise_chain_bf16"):
+        plan = fd.plan_of(name)
+        values, choices = conv_knobs(plan)
+        assert pointwise_gemm(plan) and values["gemm_1x1"] is True, name
+        assert choices["gemm_1x1"] == [False, True]
+    for name in ("conv2d_bf16", "conv_transpose2d_bf16", "conv2d_grouped_bf16",
+                 "rec_functional_same_fp16", "conv2d_fp32"):
+        values, choices = conv_knobs(fd.plan_of(name))
+        assert "gemm_1x1" not in values and "gemm_1x1" not in choices, name
+    assert CONV_VARIANTS[0] == ("1x1 as implicit GEMM", {"gemm_1x1": False})
+
+
+def test_gemm_1x1_eligibility():
+    """Stride, padding, groups or a transposed conv each take the 1x1 conv off the GEMM."""
+    from cutegen.codegen.families.conv import pointwise_gemm
+    from cutegen.codegen.families.plan import Plan
+
+    base = fd.plan_of("conv2d_1x1_bf16")
+
+    def with_(**changes) -> Plan:
+        params = dict(base.params)
+        params.update(changes)
+        return replace(base, params=tuple(params.items()))
+
+    assert pointwise_gemm(with_())
+    assert pointwise_gemm(with_(padding="valid")) and pointwise_gemm(with_(padding="same"))
+    assert not pointwise_gemm(with_(stride=(2, 2)))
+    assert not pointwise_gemm(with_(padding=(1, 0)))
+    assert not pointwise_gemm(with_(groups=2))
+    assert not pointwise_gemm(with_(transposed=True))
+    assert not pointwise_gemm(with_(kernel=(1, 3)))
 
 
 def test_conv_proposals_and_moves():

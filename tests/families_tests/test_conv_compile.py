@@ -7,7 +7,7 @@ two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summin
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
 Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
-free of local memory too. Cases (17 compiles, run by ``family_compile_driver.py`` in two child
+free of local memory too. Cases (19 compiles, run by ``family_compile_driver.py`` in two child
 processes at once; nothing of the DSL is imported here; every bundled conv task compiled
 clean once, see the issue-20 report). The kernels take every size at run time, so one shape
 per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
@@ -20,7 +20,9 @@ the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf
 epilogue and other knobs at a hidden verification shape; a dilated depthwise 1-D conv, a
 strided depthwise 3-D one on an odd width, a grouped one with 4 channels a group and a
 residual (128-bit span reads asserted where the row allows them); W taps folded into the
-channels (a 3-D conv of 32 channels, a 3-channel 7x7 stem at an odd verification shape).
+channels (a 3-D conv of 32 channels, a 3-channel 7x7 stem at an odd verification shape);
+1x1 convs as one batched GEMM over NCHW (``PointwiseConvKernel``: tiled TMA loads and
+stores, no pack), with a full / per-channel epilogue.
 Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
 stores asserted where the output plane allows them).
 """
@@ -52,6 +54,7 @@ CASES = [
     ("rec_depthwise_1d_dilated_fp32", {}, 0), ("rec_depthwise_3d_bf16", {}, 0),
     ("rec_grouped_thin_asym_bf16", {}, 0),
     ("conv3d_bf16", {}, 0), ("conv2d_stem_bf16", {}, 1),
+    ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
@@ -112,12 +115,19 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         if name in _WIDE_DIRECT and "vec_bits" not in changes:
             assert direct[0]["ops"].get("LDG.E.128", 0) > 0, direct[0]["ops"]
         return
+    precision = values.get("precision")
+    if values.get("gemm_1x1"):  # 16-byte rows: the batched GEMM alone, no pack, no gather
+        assert len(kernels) == 1 and "PointwiseConvKernel" in next(iter(kernels)), list(kernels)
+        mma = next(iter(kernels.values()))["mma"]
+        want = f"HGMMA.64x{values['tile_n']}x16.F32{_MMA_TYPE[precision]}"
+        assert mma.get(want, 0) > 0 and mma.get("UTMALDG", 0) > 0, (want, mma)
+        assert mma.get("UTMASTG", 0) > 0 and "UTMALDG.5D.IM2COL" not in mma, mma
+        return
     conv = [k for n, k in kernels.items() if "ConvKernel" in n and "Pack" not in n]
     assert len(conv) == 1, list(kernels)
     assert any("ConvPackKernel" in n for n in kernels) and any(
         "WeightPackKernel" in n for n in kernels), list(kernels)
     mma = conv[0]["mma"]
-    precision = values["precision"]
     kdim = 8 if precision in ("tf32", "3xtf32") else 16
     want = f"HGMMA.64x{values['tile_n']}x{kdim}.F32{_MMA_TYPE[precision]}"
     hgmma = {op for op in mma if op.startswith("HGMMA")}

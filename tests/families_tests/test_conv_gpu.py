@@ -38,7 +38,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_transposed_zero_insert_bf16", "rec_sequential_fp32",
                                  "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16",
                                  "rec_depthwise_1d_dilated_fp32", "rec_depthwise_3d_bf16",
-                                 "rec_grouped_thin_asym_bf16",
+                                 "rec_grouped_thin_asym_bf16", "rec_pointwise_chain_bf16",
                                  *sorted(fd.CONV_TASK_CHAINS)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
@@ -55,7 +55,10 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_dilated_bf16", (("fold", True),)), ("conv2d_grouped_bf16", (("fold", True),)),
           ("conv2d_strided_bf16", (("fold", True),)), ("conv2d_fp32", (("fold", True),)),
           ("conv1d_strided_fp32", (("fold", True),)), ("conv3d_bf16", (("fold", False),)),
-          ("conv2d_sub_tanh_sub_fp32", (("fold", True),))]
+          ("conv2d_sub_tanh_sub_fp32", (("fold", True),)),
+          # 1x1 convs: the batched GEMM by default, the implicit GEMM beside it
+          ("conv2d_1x1_bf16", (("gemm_1x1", False),)),
+          ("rec_pointwise_chain_bf16", (("gemm_1x1", False),))]
 
 
 def _id(case) -> str:
