@@ -52,7 +52,8 @@
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
 #   conv-search    a built-in search on a conv + chain task, 8 evaluations (issue 20)  ~3
 #   bench-conv     cutegen bench conv (43 tasks), 4 evaluations each; resumable     3 x ~9
-#   bench-conv-2   the same with 2 evaluations each (3 calls; carry .bench/conv.db)   3 x ~9
+#   bench-conv-2   the same with 2 evaluations each (3 calls; carry .bench/ holding the
+#                  last call's bench_conv.tar.xz)                                    3 x ~9
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
 #                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
@@ -98,10 +99,15 @@ bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE
   local suite=$1 gpu=$2
   shift 2
   mkdir -p /tmp/cutegen-bench
-  # a store brought from an earlier machine (carry .bench/) resumes there: a fresh machine
-  # starts with an empty /tmp, and a suite can take more than one 10-minute call
-  if [ -f ".bench/$suite.db" ] && [ ! -f "/tmp/cutegen-bench/$suite.db" ]; then
-    cp ".bench/$suite.db" "/tmp/cutegen-bench/$suite.db"
+  # a store brought from an earlier machine (carry .bench/: the OUTDIR's bench_SUITE.tar.xz,
+  # the store with its runs' files, which resuming a run needs) resumes there: a fresh
+  # machine starts with an empty /tmp, and a suite can take more than one 10-minute call
+  if [ ! -f "/tmp/cutegen-bench/$suite.db" ]; then
+    if [ -f ".bench/bench_$suite.tar.xz" ]; then
+      tar xJf ".bench/bench_$suite.tar.xz" -C /tmp/cutegen-bench
+    elif [ -f ".bench/$suite.db" ]; then  # the store alone: finished runs are read back,
+      cp ".bench/$suite.db" "/tmp/cutegen-bench/$suite.db"  # unfinished ones cannot resume
+    fi
   fi
   local minutes=${BENCH_MINUTES:-8.5}  # a shorter call: BENCH_MINUTES=6
   step "bench_$suite" "$(python3 -c "print(int($minutes * 60 + 70))")" \
@@ -110,6 +116,8 @@ bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE
     --out "$out/bench_$suite" "$@"
   $py -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
     "/tmp/cutegen-bench/$suite.db" "$out/bench_$suite.db" || true  # the store, for reading back
+  (cd /tmp/cutegen-bench && rm -f "$suite.db-wal" "$suite.db-shm" && cp "$out/bench_$suite.db" \
+    "$suite.db" && tar cJf "$out/bench_$suite.tar.xz" "$suite.db" b-"$suite"-*) || true
 }
 
 for s in "$@"; do

@@ -132,6 +132,28 @@ def _collect(db: str, name: str, entry: Any, ceil: Any, out: str | None) -> tupl
         store.close()
 
 
+def _stored_or_error(db: str, name: str, entry: Any, ceil: Any, out: str | None,
+                     message: str) -> Any:
+    """A task whose search (or its resumption) did not run now: what its run stored before,
+    if it evaluated anything, with ``message`` as a flag; else an error result saying it."""
+    from dataclasses import replace
+
+    from cutegen.search.report.bench import error_result
+    from cutegen.search.storage import SqliteStorage
+
+    if _has_run(db, name):
+        store = SqliteStorage(db)
+        try:
+            evaluated = bool(store.get_results(store.get_run(name).id))
+        finally:
+            store.close()
+        if evaluated:
+            result, _ = _collect(db, name, entry, ceil, out)
+            note = " ".join(message.split())[:300]
+            return replace(result, error=note, flags=(*result.flags, note))
+    return error_result(entry, message, run=name if _has_run(db, name) else "")
+
+
 def _job_gpus(jobs: int, gpus: str | None, gpu: int | None) -> list[int | None]:
     """The GPU of each job slot: --gpus as given (parsed as `cutegen search --gpus`), else
     GPU k for slot k (from --gpu on)."""
@@ -188,7 +210,8 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
     def on_skip(job: Job) -> None:
         entry, name = by_index[job.index]
         click.echo(f"[{job.index}/{n}] {job.label}: not run (--max-minutes)", err=True)
-        results[job.index] = error_result(entry, NOT_RUN, run=name if name in taken else "")
+        results[job.index] = _stored_or_error(db, name, entry, ceil,
+                                              out if reports else None, NOT_RUN)
 
     try:
         run_jobs(job_list, gpus=slots, workdir=logs, time_left=time_left,
@@ -372,7 +395,8 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
             left_s = time_left()
             if left_s is not None and left_s < _MIN_TASK_S:
                 click.echo(f"[{i}/{n}] {entry.label}: not run (--max-minutes)", err=True)
-                results[i] = error_result(entry, NOT_RUN, run=name if name in taken else "")
+                results[i] = _stored_or_error(db, name, entry, ceil,
+                                              out if reports else None, NOT_RUN)
                 continue
             click.echo(f"[{i}/{n}] {entry.label}: run {name}"
                        + (" (resumed)" if past_s is not None else ""), err=True)
@@ -388,7 +412,10 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                 raise
             except CuteGenError as e:
                 click.echo(f"  {entry.label}: {e}", err=True)
-                results[i] = error_result(entry, str(e), run=name if _has_run(db, name) else "")
+                # a resumption that failed (e.g. the run's files were not brought along with
+                # the store) still shows what the run evaluated before, flagged
+                results[i] = _stored_or_error(db, name, entry, ceil,
+                                              out if reports else None, str(e))
                 continue
             results[i], status = _collect(db, name, entry, ceil, out if reports else None)
             if status == "stopped":

@@ -348,6 +348,34 @@ def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeyp
     resume(4, "b2-toy_bf16 (resumed)")
 
 
+def test_a_failed_resumption_keeps_what_the_run_stored(tiny_suite, tmp_path, monkeypatch):
+    """A store brought to another machine without its runs' files: resuming a task fails
+    (its candidates cannot be read), and the table shows what the run evaluated before,
+    flagged with the reason, instead of "not run" (the conv bench of 2026-12-03 lost a
+    task's result that way)."""
+    import shutil
+
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
+    db, out = tmp_path / "b.db", tmp_path / "out"
+    base = ["bench", str(tiny_suite), "--db", str(db), "--out", str(out), "--no-ceilings",
+            "--run-prefix", "b3"]
+    r = CliRunner().invoke(_cli(), [*base, "--max-evals", "1"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert _statuses(out)[("toy_bf16", "tiny")][:2] == ("ok", 1)
+    shutil.rmtree(tmp_path / "b3-toy_bf16")  # the store alone travelled
+    r = CliRunner().invoke(_cli(), [*base, "--resume", "--max-evals", "2"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "cannot read" in r.stderr
+    js = {t["task"] + "/" + t["tier"]: t for t in json.loads((out / "bench.json").read_text())["tasks"]}
+    got = js["toy_bf16/tiny"]
+    assert (got["status"], got["evaluations"]) == ("ok", 1)
+    assert any("cannot read" in f for f in got["flags"]), got
+    assert js["toy_fp32/tiny"]["status"] == "ok"
+
+
 class _ThreadChild:
     """A bench job run in a thread of this process (so the fake evaluator applies)."""
 
