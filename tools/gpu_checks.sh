@@ -64,6 +64,8 @@
 #                  (-n 4), then cutegen bench conv-direct (its 3 tasks, conv3d, conv2d_fp32) ~7
 #   host           tools/host_overhead.py on conv tasks and two row tasks: host against
 #                  GPU time per call (issue 20's launch path)                          ~3
+#   host-transposed  host_overhead.py --kernels --profile on the phased transposed convs
+#                  the conv bench flagged host-bound (3-D, 1-D)                        ~2
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -276,6 +278,9 @@ for s in "$@"; do
       step host 240 $py tools/host_overhead.py conv2d_bf16 conv2d_grouped_bf16 \
         conv_transpose2d_bf16 conv2d_groupnorm_scale_maxpool_clamp_bf16 conv2d_fp32 \
         softmax_bf16 sum_dim1_fp32 --calls 100 --json "$out/host.json" ;;
+    host-transposed)  # the host-bound phased transposed convs (eleventh session's bench)
+      step host_transposed 100 $py tools/host_overhead.py conv_transpose3d_bf16 \
+        conv_transpose1d_bf16 --calls 50 --kernels --profile --json "$out/host_transposed.json" ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
