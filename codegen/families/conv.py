@@ -39,7 +39,9 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   of mirrored taps over the input itself (no inserted zeros, no wasted MMA work), stored with
   a strided output offset. Where a phase has no tap at all (the stride divides the dilation,
   or the kernel is shorter than the stride) the conv runs on the zero-inserted input
-  instead (stride^d more MMA work).
+  instead (stride^d more MMA work); knob ``phased`` False takes that path for any strided
+  transposed conv (one GEMM launch instead of stride^d: small convs whose phase GEMMs
+  underfill the GPU and wait on the host between launches; the root's second candidate).
 
 **1x1 convolutions** (``gemm_1x1``: stride 1, no padding, one group, bf16 / fp16) need no
 pack and no gather: for each image the output (K x pixels) is the filter (K x C) times the
@@ -56,6 +58,7 @@ S * C channels, and the GEMM runs a (T, R, 1) filter over them with stride 1 alo
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
+``phased``,
 ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
@@ -85,6 +88,7 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
 #: direct kernel wider and then shorter tiles.
 CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("1x1 as implicit GEMM", {"gemm_1x1": False}),
+    ("zero-inserted", {"phased": False}),
     ("fold W taps", {"fold": True}),
     ("unfolded", {"fold": False}),
     ("cluster 2x1", {"cluster_m": 2}),
@@ -212,6 +216,10 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
               "precision": precision}
     if pointwise:
         values["gemm_1x1"] = True
+    phased = bool(plan.param("transposed")) and any(
+        int(v) > 1 for v in (plan.param("stride") or ()))
+    if phased:
+        values["phased"] = True
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
@@ -220,6 +228,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
                "precision": [precision]}
     if pointwise:
         choices["gemm_1x1"] = [False, True]
+    if phased:
+        choices["phased"] = [False, True]
     modes = plan.param("precision_modes")
     if modes:
         choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [

@@ -242,6 +242,22 @@ def test_gemm_1x1_offered_where_the_conv_is_a_gemm():
     assert CONV_VARIANTS[0] == ("1x1 as implicit GEMM", {"gemm_1x1": False})
 
 
+def test_phased_offered_for_strided_transposed_convs():
+    """``phased`` (one GEMM per output phase, or one over the zero-inserted input) is a knob
+    of transposed convs with a stride only, phases by default; the zero-inserted GEMM is the
+    root's second candidate there."""
+    from cutegen.codegen.families.conv import CONV_VARIANTS, conv_knobs
+
+    for name in ("conv_transpose3d_bf16", "conv_transpose2d_bf16", "conv_transpose1d_bf16"):
+        values, choices = conv_knobs(fd.plan_of(name))
+        assert values["phased"] is True and choices["phased"] == [False, True], name
+    for name in ("conv_transpose2d_s1_fp32", "conv2d_strided_bf16", "conv2d_1x1_bf16"):
+        values, choices = conv_knobs(fd.plan_of(name))
+        assert "phased" not in values and "phased" not in choices, name
+    labels = [label for label, _ in CONV_VARIANTS]
+    assert labels.index("zero-inserted") < labels.index("cluster 2x1")
+
+
 def test_gemm_1x1_eligibility():
     """Stride, padding, groups or a transposed conv each take the 1x1 conv off the GEMM."""
     from cutegen.codegen.families.conv import pointwise_gemm

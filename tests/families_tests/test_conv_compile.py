@@ -7,7 +7,7 @@ two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summin
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
 Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
-free of local memory too. Cases (19 compiles, run by ``family_compile_driver.py`` in two child
+free of local memory too. Cases (20 compiles, run by ``family_compile_driver.py`` in two child
 processes at once; nothing of the DSL is imported here; every bundled conv task compiled
 clean once, see the issue-20 report). The kernels take every size at run time, so one shape
 per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
@@ -22,7 +22,8 @@ strided depthwise 3-D one on an odd width, a grouped one with 4 channels a group
 residual (128-bit span reads asserted where the row allows them); W taps folded into the
 channels (a 3-D conv of 32 channels, a 3-channel 7x7 stem at an odd verification shape);
 1x1 convs as one batched GEMM over NCHW (``PointwiseConvKernel``: tiled TMA loads and
-stores, no pack), with a full / per-channel epilogue.
+stores, no pack), with a full / per-channel epilogue; a strided transposed 3-D conv as one
+GEMM over the zero-inserted input (``phased`` off).
 Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
 stores asserted where the output plane allows them).
 """
@@ -55,6 +56,7 @@ CASES = [
     ("rec_grouped_thin_asym_bf16", {}, 0),
     ("conv3d_bf16", {}, 0), ("conv2d_stem_bf16", {}, 1),
     ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
+    ("conv_transpose3d_bf16", {"phased": False}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).

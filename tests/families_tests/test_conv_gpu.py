@@ -58,7 +58,11 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_sub_tanh_sub_fp32", (("fold", True),)),
           # 1x1 convs: the batched GEMM by default, the implicit GEMM beside it
           ("conv2d_1x1_bf16", (("gemm_1x1", False),)),
-          ("rec_pointwise_chain_bf16", (("gemm_1x1", False),))]
+          ("rec_pointwise_chain_bf16", (("gemm_1x1", False),)),
+          # strided transposed convs as one GEMM over the zero-inserted input
+          ("conv_transpose3d_bf16", (("phased", False),)),
+          ("conv_transpose2d_bf16", (("phased", False),)),
+          ("conv_transpose1d_bf16", (("phased", False),))]
 
 
 def _id(case) -> str:
