@@ -66,6 +66,8 @@
 #                  GPU time per call (issue 20's launch path)                          ~3
 #   host-transposed  host_overhead.py --kernels --profile on the phased transposed convs
 #                  the conv bench flagged host-bound (3-D, 1-D)                        ~2
+#   phased-gpu     the zero-inserted transposed convs' GPU cases (-n 3), and host_overhead.py
+#                  on them with phased=False                                            ~4
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -281,6 +283,13 @@ for s in "$@"; do
     host-transposed)  # the host-bound phased transposed convs (eleventh session's bench)
       step host_transposed 100 $py tools/host_overhead.py conv_transpose3d_bf16 \
         conv_transpose1d_bf16 --calls 50 --kernels --profile --json "$out/host_transposed.json" ;;
+    phased-gpu)  # the zero-inserted transposed convs (knob phased=False, 2026-12-04): correct,
+      # and their host and GPU time next to the phased default
+      step phased_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
+        -p no:cacheprovider -k phased
+      step host_zero_inserted 150 $py tools/host_overhead.py conv_transpose3d_bf16 \
+        conv_transpose2d_bf16 conv_transpose1d_bf16 --calls 50 --kernels --set phased=false \
+        --json "$out/host_zero_inserted.json" ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
