@@ -55,6 +55,7 @@
 #   bench-conv-2   the same with 2 evaluations each (3 calls; carry .bench/ holding the
 #                  last call's bench_conv.tar.xz)                                    3 x ~9
 #   bench-conv-chains  cutegen bench conv-chains (the 23 conv + chain tasks), 2 each  2 x ~9
+#   bench-conv-chains-1  the same, the tasks not yet run at one evaluation each (a last call)  ~9
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
 #                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
@@ -260,6 +261,8 @@ for s in "$@"; do
       bench_suite conv-quick 0 --max-evals 2 ;;
     bench-conv-chains)
       bench_suite conv-chains 0 --max-evals 2 ;;
+    bench-conv-chains-1)  # the same store, the tasks not yet run at one evaluation each
+      bench_suite conv-chains 0 --max-evals 1 ;;
     r19-knobs)
       step r19_knobs 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -p no:cacheprovider -k "r19 and (kl_div_bf16 or selu_bf16 or rmsnorm_channels_bf16)"
