@@ -56,6 +56,8 @@
 #                  last call's bench_conv.tar.xz)                                    3 x ~9
 #   bench-conv-chains  cutegen bench conv-chains (the 23 conv + chain tasks), 2 each  2 x ~9
 #   bench-conv-chains-1  the same, the tasks not yet run at one evaluation each (a last call)  ~9
+#   norm-tails     cutegen bench conv-norms (the 6 conv + norm chains, 1 evaluation each)  ~5
+#   norm-tails-gpu their GPU cases (-n 4)                                              ~2
 #   bench-conv-quick  cutegen bench conv-quick (12 of them), 2 evaluations each        ~9
 #   r19-knobs      issue 19's slowest kinds, default beside the knob a search tries first
 #                  (fast math: kl_div, selu; keep_vals=32: rmsnorm over channels), serial ~3
@@ -67,8 +69,8 @@
 #                  GPU time per call (issue 20's launch path)                          ~3
 #   host-transposed  host_overhead.py --kernels --profile on the phased transposed convs
 #                  the conv bench flagged host-bound (3-D, 1-D)                        ~2
-#   phased-gpu     the zero-inserted transposed convs' GPU cases (-n 3), and host_overhead.py
-#                  on them with phased=False                                            ~4
+#   phased-gpu     the zero-inserted transposed convs' GPU cases (-n 3)                 ~2
+#   host-zero-inserted  host_overhead.py on them with phased=False                     ~2
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -261,6 +263,12 @@ for s in "$@"; do
       bench_suite conv-quick 0 --max-evals 2 ;;
     bench-conv-chains)
       bench_suite conv-chains 0 --max-evals 2 ;;
+    norm-tails)  # the conv chains' BatchNorm / GroupNorm tails reworked (2026-12-04), through
+      # the evaluator (hidden shapes, every input distribution) and timed: 1 evaluation a task
+      bench_suite conv-norms 0 --max-evals 1 ;;
+    norm-tails-gpu)  # the same chains' GPU cases (-n 4)
+      step norm_tails_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 4 \
+        -p no:cacheprovider -k "batchnorm or groupnorm or instancenorm" ;;
     bench-conv-chains-1)  # the same store, the tasks not yet run at one evaluation each
       bench_suite conv-chains 0 --max-evals 1 ;;
     r19-knobs)
@@ -289,7 +297,8 @@ for s in "$@"; do
     phased-gpu)  # the zero-inserted transposed convs (knob phased=False, 2026-12-04): correct,
       # and their host and GPU time next to the phased default
       step phased_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
-        -p no:cacheprovider -k phased
+        -p no:cacheprovider -k phased ;;
+    host-zero-inserted)
       step host_zero_inserted 150 $py tools/host_overhead.py conv_transpose3d_bf16 \
         conv_transpose2d_bf16 conv_transpose1d_bf16 --calls 50 --kernels --set phased=false \
         --json "$out/host_zero_inserted.json" ;;
