@@ -165,6 +165,48 @@ class TrialResult:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelTime:
+    """One kernel's part of the timed calls, from the native observer's records (what the GPU
+    ran, never what the candidate reports): the median over the timed calls of its summed
+    device time in a call, its launches a call, and whether it is one of the candidate's CuTe
+    DSL kernels (else torch's, a copy or a memset). ``name`` is the kernel's symbol, or
+    "memcpy ..." / "memset"."""
+
+    name: str
+    us: float
+    launches: float
+    cute: bool
+
+    @property
+    def short(self) -> str:
+        return short_kernel_name(self.name)
+
+
+def short_kernel_name(name: str, width: int = 60) -> str:
+    """A kernel symbol for people: a CuTe DSL kernel's class name (``kernel_cutlass_kernel_
+    cutegen_candidate_<hash>BatchNormKernel_object_at_...`` -> ``BatchNormKernel``), other
+    names cut to ``width`` characters."""
+    if name.startswith("kernel_cutlass_kernel_") and "_object_at_" in name:
+        head = name[len("kernel_cutlass_kernel_"):name.index("_object_at_")]
+        head = re.sub(r"^cutegen_candidate_[0-9a-f]{12}", "", head)
+        cls = re.search(r"([A-Z][A-Za-z0-9]*)$", head)
+        if cls:
+            return cls.group(1)
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def kernel_times_text(times: Sequence[KernelTime], most: int = 5) -> str:
+    """``times`` in one line for people: "ConvKernel 54.90 us, BatchNormKernel 2 x 30.10 us,
+    memset 1.20 us (torch) ..."; launches shown where a call makes more than one."""
+    parts = []
+    for t in times[:most]:
+        n = f"{t.launches:g} x " if t.launches > 1 else ""
+        parts.append(f"{t.short} {n}{t.us:,.2f} us" + ("" if t.cute else " (not CuTe)"))
+    more = len(times) - most
+    return ", ".join(parts) + (f", and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True, slots=True)
 class Roofline:
     """The task's speed-of-light: minimal bytes and FLOPs over the machine's ceilings."""
 
@@ -218,6 +260,8 @@ class Evaluation:
         busy_us: the median over the timed calls of the summed durations of each call's GPU
             work (the native observer's records). ``timing`` is the span of that work, so the
             difference is time the GPU waited on the host between the call's launches.
+        kernel_times: where that GPU work went, kernel by kernel (:class:`KernelTime`),
+            largest first.
         gpu: the device name the numbers were taken on.
         harness_version: :data:`HARNESS_VERSION` when this was computed.
     """
@@ -242,6 +286,7 @@ class Evaluation:
     log_tail: str = ""
     energy_j: float | None = None
     busy_us: float | None = None
+    kernel_times: tuple[KernelTime, ...] = ()
     gpu: str = ""
     harness_version: int = HARNESS_VERSION
 
@@ -302,6 +347,7 @@ class Evaluation:
         kw["flags"] = tuple(d.get("flags", ()))
         kw["kernels"] = tuple(d.get("kernels", ()))
         kw["trials"] = tuple(TrialResult(**t) for t in d.get("trials", ()))
+        kw["kernel_times"] = tuple(KernelTime(**k) for k in d.get("kernel_times", ()))
         for name in ("timing", "eager", "compiled"):
             t = d.get(name)
             kw[name] = _timing_from(t) if t else None

@@ -24,7 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from cutegen.codegen.evaluation import HOST_BOUND, Evaluation, Timing, TrialResult
+from cutegen.codegen.evaluation import (
+    HOST_BOUND,
+    Evaluation,
+    Timing,
+    TrialResult,
+    kernel_times_text,
+)
 from cutegen.codegen.rewriters.base import LessonView, RewriteContext
 from cutegen.codegen.tasks import Task
 from cutegen.errors import CuteGenError
@@ -190,6 +196,8 @@ def format_timings(ev: Evaluation) -> str:
         lines.append(f"The GPU was busy {ev.busy_us:.1f} us of that time and waited on the host "
                      f"for the rest ({100 * wait:.0f}%): the launches of one call are too many "
                      "or too far apart (Python between them); fewer, fused kernels win here.")
+    if len(ev.kernel_times) > 1:  # one kernel: its time is the call's
+        lines.append(f"GPU time by kernel (median a call): {kernel_times_text(ev.kernel_times)}.")
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cutegen.codegen.candidate import CandidateSource, TunableValue, parse_tunables
-from cutegen.codegen.evaluation import Evaluation, Stage, Timing, Verdict
+from cutegen.codegen.evaluation import Evaluation, KernelTime, Stage, Timing, Verdict
 from cutegen.codegen.llm.records import LLMCall
 from cutegen.codegen.rewriters.base import CostClass, Move, Proposal, RewriteContext
 from cutegen.errors import CandidateError
@@ -181,10 +181,12 @@ class FakeEvaluator:
         rng = random.Random(f"{self.seed}:{candidate.sha256}:evaluate")
         t = self.true_time_us(candidate.code)
         timing = Timing.from_samples(self._samples(t, self.samples, rng))
+        busy = round(0.95 * timing.median_us, 3)  # the GPU busy most of the span
+        kernel = f"kernel_cutlass_kernel_cutegen_candidate_{candidate.sha256[:12]}FakeKernel_object_at_"
         return Evaluation(
             stage=Stage.BENCHMARK, verdict=verdict, message="correct", timing=timing,
             eager=Timing.from_samples(self._samples(self.eager_us, self.samples, rng)),
-            busy_us=round(0.95 * timing.median_us, 3),  # the GPU busy most of the span
+            busy_us=busy, kernel_times=(KernelTime(kernel, busy, 1, True),), kernels=(kernel,),
             stage_seconds={"compile": 0.5, "verify": 0.2, "benchmark": 0.3}, **common)
 
     def retime(self, candidates: Sequence[CandidateSource], *, rounds: int = 3

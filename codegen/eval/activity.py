@@ -22,6 +22,7 @@ This module turns records + windows into facts:
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -216,3 +217,24 @@ def _call(w: Window, ops: list[Op], ident: Identity) -> CallActivity:
     late = tuple(o for o in rest if o.end_ns > w.t1_ns)
     return CallActivity(w.k, tuple(harness), tuple(rest), not want, cute, foreign, benign,
                         tuple(sorted(names)), n_cute, span, expect, late)
+
+
+def kernel_times(calls: Sequence[CallActivity], ident: Identity,
+                 most: int = 16) -> tuple[tuple[str, float, float, bool], ...]:
+    """Where the calls' GPU work went: per name of their ops (a kernel's symbol; copies and
+    memsets by their kind), the median over ``calls`` of its summed device time in a call
+    (µs; a call that did not run it counts 0), the median launches a call, and whether it is
+    a CuTe DSL kernel of the candidate. Largest first, ``most`` at the most."""
+    per: dict[str, list[tuple[float, int]]] = {}
+    cute: dict[str, bool] = {}
+    for i, c in enumerate(calls):
+        for op in c.ops:
+            name = op.name if op.kind == "kernel" else (op.name or op.kind)
+            cute.setdefault(name, op.kind == "kernel" and ident.is_cute(op.name))
+            got = per.setdefault(name, [(0.0, 0)] * len(calls))
+            us, n = got[i]
+            got[i] = (us + op.us, n + 1)
+    rows = [(name, statistics.median(us for us, _ in got), statistics.median(n for _, n in got),
+             cute[name]) for name, got in per.items()]
+    rows.sort(key=lambda r: (-r[1], r[0]))
+    return tuple(rows[:most])

@@ -36,6 +36,7 @@ from cutegen.codegen.eval.refchannel import ReferenceChannel
 from cutegen.codegen.eval.static import check_source
 from cutegen.codegen.evaluation import (
     Evaluation,
+    KernelTime,
     Stage,
     Timing,
     TrialResult,
@@ -443,7 +444,8 @@ class LocalEvaluator:
             timing=timing, eager=eager if timing else None, compiled=comp if timing else None,
             roofline=rl, flags=tuple(flags), kernels=tuple(f.kernel_names), precision=precision,
             stage_seconds=seconds, compile_cached=entry is not None, artifacts=artifacts,
-            log_tail=plain_text(log_tail), busy_us=busy_us, gpu=self.gpu_name)
+            log_tail=plain_text(log_tail), busy_us=busy_us, gpu=self.gpu_name,
+            kernel_times=tuple(KernelTime(*k) for k in d.kernel_times) if timing else ())
 
     def _above_roofline(self, cand: CandidateSource, timing: Timing, busy_us: float, rl: Any,
                         message: str) -> tuple[Verdict, str, list[str]]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cutegen.codegen.eval.activity import FOREIGN_ABS_US, FOREIGN_FRACTION, Activity
+from cutegen.codegen.eval.activity import FOREIGN_ABS_US, FOREIGN_FRACTION, Activity, kernel_times
 from cutegen.codegen.evaluation import Stage, Verdict
 
 #: An event pair honestly around a call reads at least the span of the call's GPU work; a
@@ -75,6 +75,8 @@ class Decision:
     flags: tuple[str, ...] = ()
     samples: tuple[float, ...] = ()  # the observer's per-call times of the timed calls (µs)
     busy: tuple[float, ...] = ()  # per timed call: the summed durations of its GPU work (µs)
+    #: where the timed calls' GPU work went (``activity.kernel_times``)
+    kernel_times: tuple[tuple[str, float, float, bool], ...] = ()
 
 
 def decide(f: RunFacts) -> Decision:
@@ -264,8 +266,9 @@ def _benchmark(f: RunFacts) -> Decision:
                        "candidate's process reported")
     busy = tuple(a.calls[k].cute_us + a.calls[k].foreign_us + a.calls[k].benign_us
                  for k in f.timed_ks)
+    per_kernel = kernel_times([a.calls[k] for k in f.timed_ks], a.identity)
     return Decision(Stage.BENCHMARK, Verdict.CORRECT, f"correct; {med:.2f} us median",
-                    tuple(details), tuple(flags), tuple(samples), busy)
+                    tuple(details), tuple(flags), tuple(samples), busy, per_kernel)
 
 
 def above_roofline(ext: Any, *, median_us: float, busy_us: float, bound_us: float,

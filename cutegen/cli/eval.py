@@ -134,6 +134,8 @@ def print_evaluation(e: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from cutegen.codegen.evaluation import kernel_times_text, short_kernel_name
+
     con = Console()
     color = "green" if e.ok else ("yellow" if e.verdict.value == "suspicious" else "red")
     con.print(f"[bold {color}]{e.verdict.value}[/] at stage {e.stage.label}: ", end="")
@@ -163,8 +165,11 @@ def print_evaluation(e: Any) -> None:
         worst = max(e.trials, key=lambda t: t.max_abs_err)
         tab.add_row("max abs error", f"{worst.max_abs_err:.3e} ({worst.label}; "
                     f"{sum(t.passed for t in e.trials)}/{len(e.trials)} trials passed)")
+    if e.kernel_times:
+        tab.add_row("GPU time by kernel", kernel_times_text(e.kernel_times))
     if e.kernels:
-        tab.add_row("kernels", ", ".join(k[:48] for k in e.kernels[:3]))
+        tab.add_row("kernels", ", ".join(dict.fromkeys(short_kernel_name(k, 48)
+                                                       for k in e.kernels)))
     if e.precision:
         tab.add_row("precision", e.precision)
     if e.flags:

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from cutegen.codegen.evaluation import KernelTime, kernel_times_text
+
 
 def _speed(x: float | None) -> str:
     return f"{x:.2f}x" if x else "-"
@@ -193,6 +195,9 @@ def print_node(d: dict[str, Any]) -> None:
         click.echo(f"evaluation: {ev['verdict']} at {ev['stage']}: {ev['message']}"
                    + (f"; median {t['median_us']:.2f} us" if t else "")
                    + (f", the GPU busy {busy:.2f} us of it" if t and busy is not None else ""))
+        if ev.get("kernel_times"):
+            times = [KernelTime(**k) for k in ev["kernel_times"]]
+            click.echo(f"  GPU time by kernel (median a call): {kernel_times_text(times)}")
         for line in ev.get("details", [])[:10]:
             click.echo(f"  {line}")
     for g in d["guidance"]:

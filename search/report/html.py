@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from cutegen.codegen.evaluation import plain_text
+from cutegen.codegen.evaluation import kernel_times_text, plain_text, short_kernel_name
 from cutegen.search import session_live
 from cutegen.search.report.data import (
     RunReport,
@@ -207,7 +207,10 @@ def _verification(r: RunReport) -> str:
     facts = [("verdict", f"{ev.verdict.value} at stage {ev.stage.label}: {ev.message}"),
              ("tolerance", r.tolerance),
              ("precision", ev.precision or "the task's dtype (nothing declared or detected)"),
-             ("kernels", ", ".join(ev.kernels) or "-"), ("flags", ", ".join(ev.flags) or "none"),
+             ("kernels", ", ".join(dict.fromkeys(short_kernel_name(k) for k in ev.kernels))
+              or "-"),
+             ("GPU time by kernel", kernel_times_text(ev.kernel_times, most=8) or "-"),
+             ("flags", ", ".join(ev.flags) or "none"),
              ("GPU", ev.gpu or "-"), ("harness version", ev.harness_version),
              ("time per stage", ", ".join(f"{k} {v:.2f} s" for k, v in ev.stage_seconds.items()))]
     out = kv_table(facts)

@@ -210,6 +210,9 @@ def test_positive_control_is_correct_with_baselines(scale_shift_task, make_candi
     assert e.speedup_eager and e.roofline and 0 < e.roofline_fraction < 1.0
     # the observer's busy time: the call's GPU work, never more than its span
     assert e.busy_us is not None and 0 < e.busy_us <= 1.05 * e.timing.median_us
+    # ... and where it went: the one CuTe kernel, its time the busy time's
+    assert e.kernel_times and e.kernel_times[0].cute and e.kernel_times[0].launches == 1
+    assert abs(sum(k.us for k in e.kernel_times) - e.busy_us) <= 0.05 * e.busy_us + 1.0
     assert all(t.passed for t in e.trials) and len(e.trials) >= 5
     assert any(t.label.startswith("batch_size=127") for t in e.trials)
 

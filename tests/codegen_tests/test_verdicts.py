@@ -379,6 +379,39 @@ def test_cutegen_eval_prints_the_gpu_busy_time(capsys):
     assert "GPU busy" in out and "105.00 us of the span" in out and "53%" in out
 
 
+def test_an_evaluation_says_which_kernels_took_the_time(capsys):
+    # where a call's GPU time goes, kernel by kernel, from the observer's records: kept in the
+    # Evaluation (and so in the store), printed by `cutegen eval` with the kernels' class names
+    from cutegen.cli.eval import print_evaluation
+    from cutegen.codegen.evaluation import KernelTime, kernel_times_text, short_kernel_name
+
+    d = decide(_facts())
+    assert d.kernel_times == ((CUTE, pytest.approx(100.0), 1, True),)
+    conv = "kernel_cutlass_kernel_cutegen_candidate_0930c7c09005ConvKernel_object_at__CopyAtom"
+    bn = "kernel_cutlass_kernel_cand_conv2d_bf16BatchNormKernel_object_at__ptrbf16gmem"
+    times = (KernelTime(conv, 54.9, 1, True), KernelTime(bn, 30.1, 2, True),
+             KernelTime("memset", 1.2, 1, False))
+    assert [short_kernel_name(k.name) for k in times] == ["ConvKernel", "BatchNormKernel",
+                                                          "memset"]
+    assert kernel_times_text(times) == ("ConvKernel 54.90 us, BatchNormKernel 2 x 30.10 us, "
+                                        "memset 1.20 us (not CuTe)")
+    assert kernel_times_text(times, most=1) == "ConvKernel 54.90 us, and 2 more"
+    e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                   verdict=Verdict.CORRECT, timing=Timing.from_samples([90.0] * 3),
+                   kernel_times=times, kernels=(conv, bn))
+    back = Evaluation.from_dict(e.to_dict())
+    assert back == e
+    old = {k: v for k, v in e.to_dict().items() if k != "kernel_times"}  # a row from before
+    assert Evaluation.from_dict(old).kernel_times == ()
+    print_evaluation(e)
+    out = capsys.readouterr().out
+    assert "GPU time by kernel" in out and "BatchNormKernel 2 x 30.10 us" in out
+    assert "ConvKernel, BatchNormKernel" in out  # the kernels row: names a person can read
+    from cutegen.codegen.prompting import format_timings  # and an LLM rewriter's prompt
+
+    assert "GPU time by kernel (median a call): ConvKernel 54.90 us" in format_timings(e)
+
+
 def test_foreign_gpu_processes_are_those_beside_the_worker_on_its_device():
     # found on the H200: processes left behind by an earlier command shared the GPU with a
     # benchmark and slowed it silently; now such an Evaluation carries review:gpu_shared

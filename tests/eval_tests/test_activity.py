@@ -132,3 +132,33 @@ def test_identity_from_module_origins_and_mimics():
     assert ident.mimics == (CUTE,) and not ident.is_cute(CUTE)
     fallback = identity([], is_dsl_origin=dsl, claimed=(CUTE,))
     assert not fallback.verified and fallback.is_cute(CUTE)
+
+
+def test_kernel_times_say_where_the_calls_gpu_work_went():
+    # the chain bench of 2026-12-04 could say a call was slow but not which of its kernels
+    # was: per name, the median over the calls of its summed time a call, launches a call
+    from cutegen.codegen.eval.activity import kernel_times
+
+    bn = "kernel_cutlass_kernel_cutegen_candidate_abcdef123456BatchNormKernel_object_at__ptr"
+    mm = "void at::native::vectorized_elementwise_kernel<4, add>"
+
+    def extra(end: int, bn_us: tuple[int, ...], mm_us: int) -> tuple[Op, ...]:
+        out, t = [], end
+        for us in bn_us:
+            out.append(Op("kernel", bn, t + US, t + US + us * US))
+            t += US + us * US
+        if mm_us:
+            out.append(Op("kernel", mm, t + US, t + US + mm_us * US))
+        return tuple(out)
+
+    w0, ops0 = _call(0, 0, cute_us=50.0)
+    ops0 += extra(ops0[-1].end_ns, (10, 12), 3)
+    w1, ops1 = _call(1, 2000, cute_us=40.0)
+    ops1 += extra(ops1[-1].end_ns, (20,), 0)
+    a = analyse(ops0 + ops1, [w0, w1], _ident(CUTE, bn))
+    rows = kernel_times([a.calls[0], a.calls[1]], a.identity)
+    assert [r[0] for r in rows] == [CUTE, bn, mm]  # largest first; the harness's memsets out
+    assert rows[0][1:] == (45.0, 1.0, True)
+    assert rows[1][1:] == (21.0, 1.5, True)  # 22 and 20 us; 2 and 1 launches
+    assert rows[2][1:] == (1.5, 0.5, False)  # not in call 1: 0 there
+    assert len(kernel_times([a.calls[0], a.calls[1]], a.identity, most=1)) == 1

@@ -236,6 +236,7 @@ def test_status_and_show(cli, made, env):
     assert r.exit_code == 0 and "lineage: [1] seed seed.py" in r.stdout and "TUNABLES" in r.stdout
     assert node["evaluation"]["timing"]  # the observer's busy time, next to the median
     assert "the GPU busy" in r.stdout and node["evaluation"]["busy_us"] > 0
+    assert "GPU time by kernel (median a call): FakeKernel" in r.stdout  # the observer's split
 
 
 def test_show_lists_each_profilers_report(cli, made, env):
