@@ -56,9 +56,20 @@ per output column q, the S input pixels its window reads (``q * stride + s * dil
 S * C channels, and the GEMM runs a (T, R, 1) filter over them with stride 1 along W
 (:func:`fold_pays` decides the default).
 
+**Channel reductions in the epilogue** (``fuse_channel``, :func:`channel_fusable`): when the
+first tail is a sum / mean / amax / amin / logsumexp over the channels (``torch.min(x, dim=1)``
+and the like) with a post chain of single values, one group and at most 256 output channels,
+the default tile holds every output channel and the conv kernel reduces each pixel's
+channels from the staged tile (``ConvKernel._reduce_staged``: the epilogue on each element,
+then the fold into fp32 registers, the post chain, one store a pixel), also for the phased
+launches. The full conv output is never written: conv_transpose2d_min_sum_gelu_bias_bf16's
+kernels took 377.5 us with the ChannelKernel tail (its conv storing 134 MB element by
+element) and 132.2 us fused (H200). Off, or where the call's tile / cluster does not hold the
+channels, the conv writes its output and the ChannelKernel tail reduces it.
+
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
-``phased``,
+``phased``, ``fuse_channel``,
 ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
@@ -151,11 +162,13 @@ DIRECT_KNOBS = ({"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256},
 _SMS = 132
 
 
-def _default_tiles(plan: Plan, kg: int, tile_ns: list[int]) -> tuple[int, int]:
+def _default_tiles(plan: Plan, kg: int, tile_ns: list[int],
+                   keep_n: bool = False) -> tuple[int, int]:
     """(tile_m, tile_n) of the default candidate: the narrowest tile_n holding a group's
     output channels, then, while the main shape has fewer output tiles (over all groups)
-    than the GPU has SMs, 64-row tiles and then narrower columns (a conv over few pixels,
-    e.g. 7 x 7 late-layer maps, would otherwise leave most SMs idle)."""
+    than the GPU has SMs, 64-row tiles and then (unless ``keep_n``: a channel reduction
+    fused into the epilogue needs every channel in one tile) narrower columns (a conv over
+    few pixels, e.g. 7 x 7 late-layer maps, would otherwise leave most SMs idle)."""
     tile_n = next((n for n in tile_ns if n >= kg), tile_ns[-1])
     shape = plan.param("conv_shape") or ()
     pixels = 1
@@ -169,7 +182,7 @@ def _default_tiles(plan: Plan, kg: int, tile_ns: list[int]) -> tuple[int, int]:
     tile_m = 128
     if pixels and tiles(tile_m, tile_n) < _SMS:
         tile_m = 64
-        while tiles(tile_m, tile_n) < _SMS and tile_n > min(tile_ns):
+        while not keep_n and tiles(tile_m, tile_n) < _SMS and tile_n > min(tile_ns):
             tile_n = max(n for n in tile_ns if n < tile_n)
     return tile_m, tile_n
 
@@ -185,6 +198,28 @@ def pointwise_gemm(plan: Plan) -> bool:
                                     and all(int(p) == 0 for p in (padding or ())))
     return (pad_ok and all(int(k) == 1 for k in (plan.param("kernel") or ()))
             and all(int(s) == 1 for s in (plan.param("stride") or ())))
+
+
+#: channel reductions a conv tail may fuse into the conv kernel's epilogue (the template's
+#: _FUSED_CHANNEL_OPS)
+FUSED_CHANNEL_OPS = ("sum", "mean", "amax", "amin", "logsumexp")
+
+
+def channel_fusable(plan: Plan) -> bool:
+    """Whether the plan's first tail is a channel reduction the implicit GEMM's epilogue can
+    take (``fuse_channel``): one group, a reduction of FUSED_CHANNEL_OPS, a post chain
+    reading single values only (scalars, one-element tensors), and at most 256 output channels (one tile holds them all; the
+    kernel also checks ``tile_n`` and the cluster at each call and falls back to the
+    ChannelKernel tail otherwise)."""
+    stages = plan.param("stages", ())
+    if plan.param("algo") == "direct" or not stages or int(plan.param("groups", 1)) != 1:
+        return False
+    first = dict(stages[0])
+    if first["op"] != "channel" or first["reduce"] not in FUSED_CHANNEL_OPS:
+        return False
+    if any(plan.leaf(name).kind != "scalar" for name in first["post"].leaves()):
+        return False
+    return int(plan.param("out_channels", 0)) <= 256
 
 
 def conv_knobs(plan: Plan) -> tuple[dict, dict]:
@@ -203,7 +238,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     kg = int(plan.param("out_channels", 1)) // groups
     tile_ks = [8, 16, 32] if fp32 else [16, 32, 64]
     tile_ns = FP32_TILE_N if fp32 else [64, 128, 192, 256]
-    tile_m, tile_n = _default_tiles(plan, kg, tile_ns)
+    fuse = channel_fusable(plan) and kg <= max(tile_ns)
+    tile_m, tile_n = _default_tiles(plan, kg, tile_ns, keep_n=fuse)
     taps_w = int((plan.param("kernel") or (1,))[-1])
     foldable = not plan.param("transposed") and taps_w > 1
     fold = foldable and fold_pays(cg, taps_w, tile_ks, fp32)
@@ -230,6 +266,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["gemm_1x1"] = [False, True]
     if phased:
         choices["phased"] = [False, True]
+    if fuse:
+        values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
     modes = plan.param("precision_modes")
     if modes:
         choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [
@@ -289,8 +327,8 @@ def _wrapped(lf: Leaf) -> str:
             "scalar": f"_as_one({src})"}.get(lf.kind, src)
 
 
-def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
-    """The forward line launching tail stage ``i`` on ``y`` (its post chain, when it has one,
+def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
+    """``dtype, post, operands...`` of tail stage ``i`` (its post chain, when it has one,
     appended to ``parts`` as ``_post<i>``)."""
     post = st["post"]
     ops = Operands()
@@ -301,7 +339,12 @@ def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> s
         fn = f"_post{i}"
         parts.append(chain_function(fn, post, ops.access, epilogue=True,
                                     doc=f"The pointwise ops after tail op {i}, fused into it."))
-    rest = f"{dtype}, {fn}, {ops.args()}"
+    return f"{dtype}, {fn}, {ops.args()}"
+
+
+def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
+    """The forward line launching tail stage ``i`` on ``y`` (see _post_args)."""
+    rest = _post_args(plan, st, i, parts, dtype)
     if st["op"] in ("max_pool", "avg_pool"):
         return (f"y = _pool_launch(y, {st['op'][:3]!r}, {tuple(st['window'])!r}, "
                 f"{tuple(st['stride'])!r}, {rest})")
@@ -348,8 +391,17 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
     epi = "_epilogue" if has_epilogue else "None"
     prec = "''" if direct else "TUNABLES['precision']"
     mid = _DTYPES[x_leaf.dtype] if stages else _DTYPES[plan.out_dtype]
-    lines = [f"y = _conv_launch({x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()})"]
-    for i, st in enumerate(stages, 1):
+    conv_args = f"{x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()}"
+    lines = [f"y = _conv_launch({conv_args})"]
+    first = 1
+    if "fuse_channel" in values:  # the channel reduction in the conv's epilogue (or not)
+        st = stages[0]
+        rest = _post_args(plan, st, 1, funcs, _DTYPES[plan.out_dtype] if len(stages) == 1
+                          else mid)
+        lines = [f"y = _conv_channel_launch({conv_args}, {st['reduce']!r}, "
+                 f"{st['keepdim']!r}, {rest})"]
+        first = 2
+    for i, st in enumerate(stages[first - 1:], first):
         lines.append(_stage_line(plan, st, i, funcs,
                                  _DTYPES[plan.out_dtype] if i == len(stages) else mid))
     for op, args in plan.param("reshapes", ()):

@@ -83,6 +83,13 @@ EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
     "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
+    "rec_channel_mean_bf16": ("conv", _IG, "add, mul", {"p_scale": "col"},
+                              {"stages": [("channel", "relu")]}),
+    "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
+                                         {"stages": [("channel", "sub")],
+                                          "stride": (2, 2)}),
+    "rec_conv1d_channel_sum_fp32": ("conv", _IG, "add", {}, {"stages": [("channel", "sigmoid")],
+                                                             "dims": 1}),
     "rec_gelu_globalavg_squeeze_bf16": (
         "conv", _IG, "add, gelu", {}, {"stages": [("plane", "-")],
                                        "reshapes": (("squeeze", (("dim", -1),)),
@@ -172,7 +179,10 @@ def test_rendered_conv_candidate(name):
                 "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,",
                 "channel": "_channel_launch(y,", "batch_norm": "_batch_norm_launch(y,"}
     body = code[code.index("class ModelNew"):]
-    for st in plan.param("stages"):
+    for i, st in enumerate(plan.param("stages")):
+        if i == 0 and "fuse_channel" in values:  # with the conv (or after it, knob off)
+            assert "y = _conv_channel_launch(x, " in body, body
+            continue
         assert launches[dict(st)["op"]] in body, body
     if not plan.param("stages"):
         assert "class PoolKernel" not in code
@@ -256,6 +266,61 @@ def test_phased_offered_for_strided_transposed_convs():
         assert "phased" not in values and "phased" not in choices, name
     labels = [label for label, _ in CONV_VARIANTS]
     assert labels.index("zero-inserted") < labels.index("cluster 2x1")
+
+
+#: conv tasks whose first tail is a channel reduction the conv's epilogue takes:
+#: name -> (reduce, keepdim)
+_FUSED_CHANNEL = {
+    "rec_min_tanh_bf16": ("amin", True), "rec_channel_mean_bf16": ("mean", False),
+    "rec_transposed_channel_amax_fp32": ("amax", True),
+    "rec_conv1d_channel_sum_fp32": ("sum", True),
+    "conv_transpose3d_logsumexp_hardswish_fp32": ("logsumexp", True),
+    "conv_transpose2d_min_sum_gelu_bias_bf16": ("amin", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FUSED_CHANNEL))
+def test_channel_reduction_fused_into_the_conv(name):
+    """A channel reduction right after the conv (sum / mean / amax / amin / logsumexp, a post
+    chain of single values) is taken in the conv kernel's epilogue by default (knob
+    ``fuse_channel``, the ChannelKernel tail its other value): the default tile holds every
+    output channel, and the forward calls _conv_channel_launch with the reduction."""
+    from cutegen.codegen.families.conv import channel_fusable, conv_knobs
+
+    plan = fd.plan_of(name)
+    if plan.family == "chain":
+        plan = plan.param("stages")[0]
+    assert channel_fusable(plan)
+    values, choices = conv_knobs(plan)
+    assert values["fuse_channel"] is True and choices["fuse_channel"] == [True, False]
+    assert values["tile_n"] >= int(plan.param("out_channels"))
+    reduce, keepdim = _FUSED_CHANNEL[name]
+    code = fd.rendered(name)
+    body = code[code.index("def _cutegen_forward"):]
+    assert "y = _conv_channel_launch(x, " in body
+    assert f", {reduce!r}, {keepdim!r}, " in body.split("y = _conv_channel_launch(x, ", 1)[1]
+    assert "_conv_launch(" not in body  # the conv is launched through it only
+
+
+def test_channel_fusion_is_offered_only_where_one_tile_holds_the_reduction():
+    """Not fusable: a softmax over the channels (every element written), a grouped conv,
+    a tail other than a channel reduction, more than 256 output channels, the direct kernel;
+    no ``fuse_channel`` knob there."""
+    from dataclasses import replace
+
+    from cutegen.codegen.families.conv import channel_fusable, conv_knobs
+
+    for name in ("conv3d_softmax_maxpool_bf16", "conv2d_bf16", "conv2d_batchnorm_scale_bf16",
+                 "rec_gelu_globalavg_squeeze_bf16", "conv2d_depthwise_relu6_bf16"):
+        plan = fd.plan_of(name)
+        assert not channel_fusable(plan), name
+        assert "fuse_channel" not in conv_knobs(plan)[0], name
+    plan = fd.plan_of("rec_min_tanh_bf16")
+    params = dict(plan.params)
+    wide = replace(plan, params=tuple(sorted({**params, "out_channels": 512}.items())))
+    grouped = replace(plan, params=tuple(sorted({**params, "groups": 2}.items())))
+    assert channel_fusable(plan) and not channel_fusable(wide) and not channel_fusable(grouped)
+    assert "fuse_channel" not in conv_knobs(wide)[0]
 
 
 def test_gemm_1x1_eligibility():

@@ -62,7 +62,8 @@ def test_conv_chain_renders_one_file(name):
     assert "from cutegen" not in code
     body = code[code.index("class ModelNew"):]
     assert "def _run_stage0(" in body and "_stage0 = _run_stage0(" in body
-    assert body.index("_conv_launch(") < body.index("_stage0 = _run_stage0(")
+    conv = "_conv_channel_launch(" if "_conv_channel_launch(x" in body else "_conv_launch("
+    assert body.index(conv) < body.index("_stage0 = _run_stage0(")
     assert "class ConvKernel(GemmKernel)" in code
     assert declared_precision(code) == plan.param("stages")[0].param("precision_default")
     assert "FAMILY = {'family': 'chain'" in code

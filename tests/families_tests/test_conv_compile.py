@@ -23,9 +23,13 @@ residual (128-bit span reads asserted where the row allows them); W taps folded 
 channels (a 3-D conv of 32 channels, a 3-channel 7x7 stem at an odd verification shape);
 1x1 convs as one batched GEMM over NCHW (``PointwiseConvKernel``: tiled TMA loads and
 stores, no pack), with a full / per-channel epilogue; a strided transposed 3-D conv as one
-GEMM over the zero-inserted input (``phased`` off).
+GEMM over the zero-inserted input (``phased`` off); channel reductions taken in the conv
+kernel's epilogue (``fuse_channel``: a mean over 96 channels after a per-channel scale, a
+maximum over the channels of a strided transposed conv times a full operand): no
+ChannelKernel then.
 Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
-stores asserted where the output plane allows them).
+stores asserted where the output plane allows them; a fused channel reduction reads the
+staged tile one value a pixel and channel and stores one value a pixel).
 """
 
 from functools import cache, partial
@@ -57,6 +61,7 @@ CASES = [
     ("conv3d_bf16", {}, 0), ("conv2d_stem_bf16", {}, 1),
     ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
     ("conv_transpose3d_bf16", {"phased": False}, 0),
+    ("rec_channel_mean_bf16", {}, 0), ("rec_transposed_channel_amax_fp32", {}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
@@ -107,7 +112,12 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     tails = {"max_pool": "PoolKernel", "avg_pool": "PoolKernel", "plane": "PlaneReduceKernel",
              "group_norm": "GroupNormKernel", "channel": "ChannelKernel",
              "batch_norm": "BatchNormKernel"}
-    for st in plan.param("stages"):
+    fused = bool(values.get("fuse_channel")) and values["cluster_n"] == 1 and int(
+        plan.param("out_channels")) <= values["tile_n"]
+    for i, st in enumerate(plan.param("stages")):
+        if i == 0 and fused:  # reduced in the conv kernel's epilogue
+            assert not any("ChannelKernel" in n for n in kernels), list(kernels)
+            continue
         assert any(tails[dict(st)["op"]] in n for n in kernels), (dict(st)["op"], list(kernels))
     if plan.param("algo") == "direct":
         direct = [k for n, k in kernels.items() if "DirectConvKernel" in n]
@@ -138,7 +148,9 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     if precision == "fp16":
         assert not any(t in op for op in hgmma for t in (".BF16", ".TF32")), hgmma
     ops = conv[0]["ops"]
-    if not plan.param("transposed"):  # the tile staged through shared memory for the stores
+    if fused:  # the tile staged through shared memory, read a value a pixel and channel
+        assert ops.get("LDS", 0) > 0 and ops.get("STS", 0) > 0, ops
+    elif not plan.param("transposed"):  # the tile staged through shared memory for the stores
         assert ops.get("LDS.128", 0) > 0 and ops.get("STS", 0) > 0, ops
     if name in _WIDE_STORES:
         assert ops.get("STG.E.128", 0) > 0 and not any(

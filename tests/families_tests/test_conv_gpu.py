@@ -39,6 +39,8 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_min_tanh_bf16", "rec_gelu_globalavg_squeeze_bf16",
                                  "rec_depthwise_1d_dilated_fp32", "rec_depthwise_3d_bf16",
                                  "rec_grouped_thin_asym_bf16", "rec_pointwise_chain_bf16",
+                                 "rec_channel_mean_bf16", "rec_transposed_channel_amax_fp32",
+                                 "rec_conv1d_channel_sum_fp32",
                                  *sorted(fd.CONV_TASK_CHAINS)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
@@ -62,7 +64,14 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           # strided transposed convs as one GEMM over the zero-inserted input
           ("conv_transpose3d_bf16", (("phased", False),)),
           ("conv_transpose2d_bf16", (("phased", False),)),
-          ("conv_transpose1d_bf16", (("phased", False),))]
+          ("conv_transpose1d_bf16", (("phased", False),)),
+          # channel reductions in the conv's epilogue (the default) and as a kernel of their own
+          ("rec_min_tanh_bf16", (("fuse_channel", False),)),
+          ("conv_transpose2d_min_sum_gelu_bias_bf16", (("fuse_channel", False),)),
+          ("conv_transpose3d_logsumexp_hardswish_fp32", (("fuse_channel", False),)),
+          ("rec_channel_mean_bf16", (("fuse_channel", False),)),
+          ("rec_transposed_channel_amax_fp32", (("phased", False),)),
+          ("rec_min_tanh_bf16", (("tile_m", 64),))]
 
 
 def _id(case) -> str:
