@@ -71,6 +71,8 @@
 #                  the conv bench flagged host-bound (3-D, 1-D)                        ~2
 #   phased-gpu     the zero-inserted transposed convs' GPU cases (-n 3)                 ~2
 #   host-zero-inserted  host_overhead.py on them with phased=False                     ~2
+#   fuse-channel   channel reductions in the conv's epilogue (2026-12-04): GPU cases fused and
+#                  not (-n 4), then the kernels' times with fuse_channel on and off        ~4
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -302,6 +304,14 @@ for s in "$@"; do
       step host_zero_inserted 150 $py tools/host_overhead.py conv_transpose3d_bf16 \
         conv_transpose2d_bf16 conv_transpose1d_bf16 --calls 50 --kernels --set phased=false \
         --json "$out/host_zero_inserted.json" ;;
+    fuse-channel)  # channel reductions taken in the conv kernel's epilogue (thirteenth session)
+      step fuse_channel_gpu 330 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "channel or min_tanh or min_sum_gelu or logsumexp"
+      mkdir -p "$out/fuse-channel" && cp runs/conv_gpu/summary*.jsonl "$out/fuse-channel/" 2>/dev/null
+      for f in true false; do
+        step "host_fuse_$f" 100 $py tools/host_overhead.py conv_transpose2d_min_sum_gelu_bias_bf16 \
+          conv_transpose3d_logsumexp_hardswish_fp32 --calls 50 --kernels --set fuse_channel=$f
+      done ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
