@@ -118,14 +118,21 @@ def _parse_sets(items: list[str]) -> dict:
 
 
 def probe(task_name: str, calls: int, profile: bool, tmp: Path, kernels: bool = False,
-          sets: dict | None = None) -> dict:
+          sets: dict | None = None, algo: str = "") -> dict:
     import torch
 
     from cutegen.codegen.families.moves import family_proposals
-    from cutegen.codegen.tasks import load_bundled_task
+    from cutegen.codegen.tasks import load_bundled_task, load_task_file
 
-    task = load_bundled_task(task_name)
+    if task_name.endswith(".py"):  # a task file of one's own (a KernelBench checkout's)
+        task = load_task_file(task_name, name=Path(task_name).stem)
+        task_name = Path(task_name).stem
+    else:
+        task = load_bundled_task(task_name)
     props = family_proposals(task)
+    if algo:  # the first candidate on that conv kernel (direct / implicit_gemm)
+        props = [p for p in props
+                 if ("class DirectConvKernel" in p.candidate.code) == (algo == "direct")]
     if not props:
         return {"task": task_name, "error": "no built-in candidate"}
     cand_path = tmp / f"{task_name}_cand.py"
@@ -180,7 +187,9 @@ def _fmt(v) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tasks", nargs="+", help="bundled task names")
+    ap.add_argument("tasks", nargs="+", help="bundled task names or task files (.py)")
+    ap.add_argument("--algo", choices=["direct", "implicit_gemm"], default="",
+                    help="a conv task's first candidate on this kernel (default: the first)")
     ap.add_argument("--calls", type=int, default=100, help="calls per measurement")
     ap.add_argument("--profile", action="store_true", help="print a cProfile per task")
     ap.add_argument("--kernels", action="store_true",
@@ -202,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
             try:
-                row = probe(name, args.calls, args.profile, Path(tmp), args.kernels, sets)
+                row = probe(name, args.calls, args.profile, Path(tmp), args.kernels, sets,
+                            args.algo)
             except Exception as exc:  # noqa: BLE001 - one task's failure is its row
                 row = {"task": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             rows.append(row)

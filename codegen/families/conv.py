@@ -28,7 +28,9 @@ template (``templates/conv.py.tmpl``), whose ``ConvKernel`` subclasses ``GemmKer
   or 16-bit) accesses. (Stored element by element from registers before: conv3d_bf16's
   GEMM and conv2d_large_bf16's spent a large part of their time there.)
 * **Groups**: one GEMM launch per group (the packed input is group-major). Groups with fewer
-  than 16 channels on either side (depthwise) take ``algo`` "direct" instead:
+  than 16 channels on either side (depthwise), and, as a second recognised plan (first for
+  fp32 with at most 8), forward convs with few input channels
+  (:func:`~cutegen.codegen.families.conv_match.direct_variant`), take ``algo`` "direct":
   ``templates/conv_direct.py.tmpl``'s ``DirectConvKernel`` reads NC(D)HW, a thread's
   outputs' input rows once each in vector accesses, and sums in fp32 on the CUDA cores
   (memory-bound work); its knobs are ``outs``, ``rows``, ``vec_bits`` and ``threads``

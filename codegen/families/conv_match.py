@@ -19,8 +19,9 @@ call; the candidate reads the geometry from the module at run time), ``dims`` (1
 dim; ``padding`` may be "same" / "valid"), ``groups``, ``in_channels`` / ``out_channels`` /
 ``kernel``, ``conv_shape`` (the convolution's output shape on the main inputs), ``algo``
 (``implicit_gemm``: the Hopper GEMM with im2col TMA loads;
-``direct``: forward convs with fewer than 16 channels per group on either side, depthwise
-ones first) and the precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
+``direct``: forward grouped convs with fewer than 16 channels per group on either side,
+depthwise ones first; a forward conv with few input channels gets a second plan on the
+direct kernel beside its implicit GEMM, :func:`direct_variant`) and the precision modes (as the gemm family: bf16 / fp16 native, fp32 through 3xTF32, TF32 only
 where the task's tolerance admits it).
 
 **Tails.** After the epilogue, a chain of "tail" ops may follow, each a kernel of its own
@@ -46,6 +47,7 @@ tails that branch, and pooling with padding, dilation or ceil_mode.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from cutegen.codegen.families.capture import Node
 from cutegen.codegen.families.conv_tails import is_tail, op_name, per_dim, tail_stage
@@ -199,6 +201,47 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
                 f"{op_name(g)} with stride {stride[i]} > {MAX_STRIDE} (the TMA im2col traversal "
                 "stride)", op_name(g))
     return geo
+
+
+#: Input channels (per group) up to which a forward fp32 conv's implicit GEMM also gets the
+#: direct kernel as a root candidate of its own (:func:`direct_variant`): with few channels a
+#: pixel the GEMM's im2col gather moves little per k step and 3xTF32 triples the steps (on the
+#: H200, KernelBench level 2's 3-channel 3-D convs at their upstream sizes: 20.9 ms of
+#: ConvKernel for Conv3d_HardSwish_GroupNorm_Mean, 2.7 ms for Conv3d_GroupNorm_Mean), while
+#: the direct kernel sums in fp32 on the CUDA cores with no pack. bf16 / fp16 keep the tensor
+#: cores unless the channels are as few as a stem's.
+DIRECT_ALT_CHANNELS = {"float32": 32, "bfloat16": 4, "float16": 4}
+#: ... and up to which the direct kernel is the first of the two.
+DIRECT_FIRST_CHANNELS = {"float32": 8, "bfloat16": 0, "float16": 0}
+
+
+def direct_variant(plan: Plan) -> tuple[Plan, bool] | None:
+    """The same forward conv on the direct kernel (``algo`` "direct") beside an implicit GEMM
+    ``plan`` (a conv plan, or a chain whose first stage is one), and whether it goes first;
+    None where the direct kernel does not apply (transposed, many channels per group, a
+    filter of more than MAX_DIRECT_TAPS taps, a 1x1 conv: a plain GEMM)."""
+    conv = plan
+    if plan.family == "chain":
+        conv = plan.param("stages")[0]
+    if conv.family != "conv" or conv.param("algo") != "implicit_gemm" or conv.param(
+            "transposed"):
+        return None
+    kernel = tuple(conv.param("kernel"))
+    cg = int(conv.param("in_channels")) // int(conv.param("groups"))
+    dtype = conv.leaf(conv.param("x")).dtype
+    if (cg > DIRECT_ALT_CHANNELS.get(dtype, 0) or math.prod(kernel) > MAX_DIRECT_TAPS
+            or math.prod(kernel) == 1):
+        return None
+    was = f"{dtype}, precision {conv.param('precision_default')}"
+    now = f"{dtype}, direct (fp32 sums)"
+    direct = replace(conv, params=tuple(sorted({**dict(conv.params), "algo": "direct"}.items())),
+                     description=conv.description.replace(was, now, 1))
+    if plan.family == "chain":
+        stages = (direct, *plan.param("stages")[1:])
+        direct = replace(plan, params=tuple(sorted({**dict(plan.params),
+                                                    "stages": stages}.items())),
+                         description=plan.description.replace(was, now, 1))
+    return direct, cg <= DIRECT_FIRST_CHANNELS.get(dtype, 0)
 
 
 def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:

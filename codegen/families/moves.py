@@ -236,8 +236,10 @@ def _gemm_proposals(task: Task, plan: Plan) -> list[Proposal] | None:
             _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
                 f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
             return None
+        how = ("direct kernel, fp32 sums" if plan.family == "conv" and plan.param("algo") ==
+               "direct" else f"precision {values.get('precision')}")
         desc = (f"{plan.family} family: {'matmul' if plan.family == 'gemm' else plan.op} "
-                f"({label}, precision {values.get('precision')})")
+                f"({label}, {how})")
         move = Move("family", desc, "cheap", {"family": plan.family, "op": plan.op,
                                               "variant": label, **change})
         out.append(Proposal(CandidateSource(code, f"family:{desc}"), move))

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
 from cutegen.codegen.families.chains import anchors_of, chain_plan, conv_then, dag_plan
-from cutegen.codegen.families.conv_match import conv_ids, conv_plan
+from cutegen.codegen.families.conv_match import conv_ids, conv_plan, direct_variant
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
 from cutegen.codegen.families.matcher import (
@@ -345,6 +345,9 @@ def recognize(cap: Captured) -> Recognition:
         plan = _match(cap)
     except NotCoveredError as e:
         return Recognition(not_covered=e.nc)
+    alt = direct_variant(plan)  # a forward conv with few channels: the direct kernel too
+    if alt is not None:
+        return Recognition(plans=(alt[0], plan) if alt[1] else (plan, alt[0]))
     return Recognition(plans=(plan,))
 
 

@@ -207,7 +207,10 @@ def rendered(name: str, strategy: str | None = None, fused: bool = True,
     tun = dict(extra)
     if strategy is not None and strategy != "default":
         tun["strategy"] = strategy
-    return render(plan_of(name), task_path(name).read_text(), tunables=tun, fused=fused)
+    plan = plan_of(name)
+    if "plan" in tun:  # another of the recognised plans (a conv's direct kernel beside its GEMM)
+        plan = recognition(name).plans[int(tun.pop("plan"))]  # type: ignore[call-overload]
+    return render(plan, task_path(name).read_text(), tunables=tun, fused=fused)
 
 
 def _globals(path: Path) -> dict:

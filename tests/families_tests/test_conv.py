@@ -323,6 +323,56 @@ def test_channel_fusion_is_offered_only_where_one_tile_holds_the_reduction():
     assert "fuse_channel" not in conv_knobs(wide)[0]
 
 
+def _algos(name: str) -> tuple[str, ...]:
+    out = []
+    for plan in fd.recognition(name).plans:
+        conv = plan.param("stages")[0] if plan.family == "chain" else plan
+        out.append(conv.param("algo"))
+    return tuple(out)
+
+
+def test_few_channel_convs_also_get_the_direct_kernel():
+    """A forward conv with few input channels a group is also offered on the direct kernel
+    (fp32 sums on the CUDA cores, no pack): first for fp32 with at most 8 channels (the 3xTF32
+    im2col gather moves little a step: KernelBench's 3-channel 3-D conv ran 23.2 ms as an
+    implicit GEMM, 4.6 ms direct on the H200), second for fp32 up to 32 channels and for bf16 /
+    fp16 stems (up to 4); never for transposed, 1x1 or many-channel convs. The direct plan
+    says so in its description and renders the direct kernel (a chain's first stage too)."""
+    from cutegen.codegen.families.render import knobs
+
+    assert _algos("conv2d_avgpool_sigmoid_sum_fp32") == ("direct", "implicit_gemm")  # 8 ch
+    for name in ("conv3d_scale_globalavg_bias_fp32", "conv3d_fp32", "conv2d_stem_bf16",
+                 "rec_conv1d_channel_sum_fp32"):
+        assert _algos(name) == ("implicit_gemm", "direct"), name
+    for name in ("conv2d_bf16", "conv2d_fp32", "conv1d_mish_fp32", "conv_transpose2d_s1_fp32",
+                 "conv2d_1x1_bf16", "conv2d_depthwise_fp32", "conv2d_large_bf16"):
+        assert len(fd.recognition(name).plans) == 1, name
+    rec = fd.recognition("conv3d_scale_globalavg_bias_fp32")
+    gemm, direct = rec.plans
+    assert "precision 3xtf32" in gemm.description and "direct (fp32 sums)" in direct.description
+    assert "precision" not in knobs(direct)[0] and "rows" in knobs(direct)[0]
+    code = fd.rendered("conv3d_scale_globalavg_bias_fp32", extra=(("plan", 1),))
+    assert "class DirectConvKernel" in code and "class ConvKernel(GemmKernel)" not in code
+    chain = fd.recognition("conv2d_avgpool_sigmoid_sum_fp32").plans[0]
+    assert chain.family == "chain" and "direct (fp32 sums)" in chain.description
+
+
+def test_the_search_starts_from_both_conv_kernels():
+    """Both plans become root candidates, the direct kernel's first where it leads, each with
+    its knob variants; the move descriptions say which kernel."""
+    from cutegen.codegen.families.moves import family_proposals
+    from cutegen.codegen.tasks import load_task_file
+
+    name = "conv3d_scale_globalavg_bias_fp32"
+    props = family_proposals(load_task_file(fd.task_path(name), name=name))
+    kinds = ["class DirectConvKernel" in p.candidate.code for p in props]
+    assert kinds[0] is False and True in kinds
+    first_direct = kinds.index(True)
+    assert all(kinds[first_direct:]) and not any(kinds[:first_direct])
+    assert "direct kernel, fp32 sums" in props[first_direct].move.description
+    assert "precision 3xtf32" in props[0].move.description
+
+
 def test_gemm_1x1_eligibility():
     """Stride, padding, groups or a transposed conv each take the 1x1 conv off the GEMM."""
     from cutegen.codegen.families.conv import pointwise_gemm

@@ -64,6 +64,9 @@ def test_conv_chain_renders_one_file(name):
     assert "def _run_stage0(" in body and "_stage0 = _run_stage0(" in body
     conv = "_conv_channel_launch(" if "_conv_channel_launch(x" in body else "_conv_launch("
     assert body.index(conv) < body.index("_stage0 = _run_stage0(")
+    if plan.param("stages")[0].param("algo") == "direct":  # few fp32 channels: direct first
+        assert "class DirectConvKernel" in code and "class ConvKernel(GemmKernel)" not in code
+        return
     assert "class ConvKernel(GemmKernel)" in code
     assert declared_precision(code) == plan.param("stages")[0].param("precision_default")
     assert "FAMILY = {'family': 'chain'" in code
@@ -190,7 +193,10 @@ def test_conv_chain_compiles(name, compiled):
         local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
         assert not local and k.get("frame", 0) == 0, f"local memory in {kname}: {k}"
     conv = [k for n, k in kernels.items() if "ConvKernel" in n and "Pack" not in n]
-    assert len(conv) == 1 and any(op.startswith("HGMMA") for op in conv[0]["mma"]), kernels
+    if fd.plan_of(name).param("stages")[0].param("algo") == "direct":  # FFMA, fp32 sums
+        assert len(conv) == 1 and conv[0]["mma"].get("FFMA", 0) > 0, kernels
+    else:
+        assert len(conv) == 1 and any(op.startswith("HGMMA") for op in conv[0]["mma"]), kernels
     others = [n for n in kernels if "Conv" not in n and "Pack" not in n]
     assert others, list(kernels)
 
@@ -208,10 +214,12 @@ def test_a_conv_chain_parent_gets_the_conv_knob_moves():
     recognition_for(task, in_process=True)
     roots = family_proposals(task)
     assert roots and "FAMILY = {'family': 'chain', 'op': 'conv+sum'" in roots[0].candidate.code
-    parent = roots[0].candidate
+    # 8 input channels in fp32: the direct kernel's root first, the implicit GEMM's after it
+    assert "class DirectConvKernel" in roots[0].candidate.code
+    parent = next(r.candidate for r in roots if "class ConvKernel(GemmKernel)" in r.candidate.code)
     moves = list(family_moves(RewriteContext(task=task, parent=parent)))
     names = {m.move.params["name"] for m in moves}
     assert {"tile_n", "cluster_m", "stages", "vals_per_thread"} <= names, names
     assert all(m.move.params.get("family") == "conv" for m in moves)
-    modes = set(fd.plan_of(name).param("stages")[0].param("precision_modes"))
+    modes = set(fd.recognition(name).plans[1].param("stages")[0].param("precision_modes"))
     assert {m.move.params["to"] for m in moves if m.move.params["name"] == "precision"} <= modes

@@ -71,7 +71,12 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv_transpose3d_logsumexp_hardswish_fp32", (("fuse_channel", False),)),
           ("rec_channel_mean_bf16", (("fuse_channel", False),)),
           ("rec_transposed_channel_amax_fp32", (("phased", False),)),
-          ("rec_min_tanh_bf16", (("tile_m", 64),))]
+          ("rec_min_tanh_bf16", (("tile_m", 64),)),
+          # few input channels: the direct kernel beside the implicit GEMM (plans[1] here;
+          # conv2d_avgpool_sigmoid_sum_fp32 takes it first)
+          ("conv3d_scale_globalavg_bias_fp32", (("plan", 1),)),
+          ("conv2d_stem_bf16", (("plan", 1),)),
+          ("conv2d_avgpool_sigmoid_sum_fp32", (("plan", 1),))]
 
 
 def _id(case) -> str:
