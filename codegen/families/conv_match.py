@@ -66,6 +66,9 @@ MAX_STRIDE = 8
 #: implicit GEMM per group; thinner groups (depthwise) run on the direct kernel
 #: (``algo`` "direct", ``templates/conv_direct.py.tmpl``).
 MIN_GROUP_CHANNELS = 16
+#: Most groups of a thin-group transposed conv (one implicit GEMM launch a group, each
+#: group's channels padded to the k tile): the direct kernel computes forward convs only.
+MAX_THIN_TRANSPOSED_GROUPS = 16
 #: The direct kernel unrolls every filter tap of a (channel, depth tap) in registers: at
 #: most this many per channel.
 MAX_DIRECT_TAPS = 512
@@ -174,13 +177,16 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
            "padding": padding, "output_padding": out_pad, "groups": groups,
            "in_channels": in_ch, "out_channels": out_ch, "kernel": kernel,
            "algo": "implicit_gemm"}
-    if groups > 1 and min(cg, kg) < MIN_GROUP_CHANNELS:
+    thin = groups > 1 and min(cg, kg) < MIN_GROUP_CHANNELS
+    if thin and transposed and groups > MAX_THIN_TRANSPOSED_GROUPS:
         kind = "depthwise" if cg == 1 else "grouped"
-        if transposed:
-            raise NotCoveredError(
-                f"{op_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
-                f"and {kg} output channels): the direct kernel computes forward convs only",
-                op_name(g))
+        raise NotCoveredError(
+            f"{op_name(g)}: a transposed {kind} convolution ({groups} groups of {cg} input "
+            f"and {kg} output channels): the direct kernel computes forward convs only, and "
+            f"the implicit GEMM launches once a group (at most {MAX_THIN_TRANSPOSED_GROUPS})",
+            op_name(g))
+    if thin and not transposed:  # (transposed: one implicit GEMM a group, channels padded)
+        kind = "depthwise" if cg == 1 else "grouped"
         taps = math.prod(kernel)
         if taps > MAX_DIRECT_TAPS:
             raise NotCoveredError(
@@ -191,6 +197,11 @@ def _geometry(g: Node, x: Node, w_shape: tuple[int, ...]) -> dict[str, object]:
         return geo
     for i in range(dims):
         extent = (kernel[i] - 1) * dilation[i]
+        beyond = extent > MAX_FILTER_EXTENT or (not transposed and stride[i] > MAX_STRIDE)
+        if beyond and not transposed and math.prod(kernel) <= MAX_DIRECT_TAPS:
+            # past what the im2col descriptor encodes: the direct kernel takes any window
+            geo["algo"] = "direct"
+            return geo
         if extent > MAX_FILTER_EXTENT:
             raise NotCoveredError(
                 f"{op_name(g)} with kernel {kernel[i]} and dilation {dilation[i]} along spatial "

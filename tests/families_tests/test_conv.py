@@ -83,6 +83,10 @@ EXTRA = {
     "rec_functional_same_fp16": ("conv", _IG, "add, sigmoid, mul", {"s": "col", "p_bias": "col"},
                                  {"padding": "same", "module": "", "kernel": (4, 4)}),
     "rec_min_tanh_bf16": ("conv", _IG, "add", {}, {"stages": [("channel", "tanh, tanh")]}),
+    "rec_wide_dilated_fp32": ("conv", _DIRECT, "add", {}, {"dilation": (3,), "kernel": (9,)}),
+    "rec_transposed_grouped_thin_fp32": ("conv_transpose", _IG, "-", {},
+                                         {"groups": 4, "stride": (2, 3),
+                                          "dilation": (2, 1)}),
     "rec_channel_mean_bf16": ("conv", _IG, "add, mul", {"p_scale": "col"},
                               {"stages": [("channel", "relu")]}),
     "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
@@ -116,7 +120,7 @@ NEGATIVE = {
     "rec_neg_prologue": ("nn.Conv2d", ["computed by torch.relu"]),
     "rec_neg_two_convs": ("nn.Conv2d", ["more than one convolution"]),
     "rec_neg_transposed_depthwise": ("nn.ConvTranspose2d", ["transposed depthwise", "forward"]),
-    "rec_neg_wide_kernel": ("nn.Conv1d", ["24 > 16", "im2col"]),
+    "rec_neg_wide_transposed": ("nn.ConvTranspose1d", ["24 > 16", "im2col"]),
     "rec_neg_unbatched": ("nn.Conv1d", ["unbatched"]),
 }
 

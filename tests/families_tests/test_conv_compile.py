@@ -26,7 +26,8 @@ stores, no pack), with a full / per-channel epilogue; a strided transposed 3-D c
 GEMM over the zero-inserted input (``phased`` off); channel reductions taken in the conv
 kernel's epilogue (``fuse_channel``: a mean over 96 channels after a per-channel scale, a
 maximum over the channels of a strided transposed conv times a full operand): no
-ChannelKernel then.
+ChannelKernel then; a dilated window wider than the im2col descriptor encodes on the direct
+kernel; a transposed conv of thin groups (8 input channels) as one implicit GEMM a group.
 Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
 stores asserted where the output plane allows them; a fused channel reduction reads the
 staged tile one value a pixel and channel and stores one value a pixel).
@@ -62,6 +63,7 @@ CASES = [
     ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
     ("conv_transpose3d_bf16", {"phased": False}, 0),
     ("rec_channel_mean_bf16", {}, 0), ("rec_transposed_channel_amax_fp32", {}, 0),
+    ("rec_wide_dilated_fp32", {}, 0), ("rec_transposed_grouped_thin_fp32", {}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
