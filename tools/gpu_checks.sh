@@ -73,6 +73,8 @@
 #   host-zero-inserted  host_overhead.py on them with phased=False                     ~2
 #   fuse-channel   channel reductions in the conv's epilogue (2026-12-04): GPU cases fused and
 #                  not (-n 4), then the kernels' times with fuse_channel on and off        ~4
+#   direct-alt     the direct kernel for one-group convs with few channels, a window past the
+#                  im2col descriptor, thin transposed groups (2026-12-04): GPU cases (-n 4)  ~3
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -304,6 +306,11 @@ for s in "$@"; do
       step host_zero_inserted 150 $py tools/host_overhead.py conv_transpose3d_bf16 \
         conv_transpose2d_bf16 conv_transpose1d_bf16 --calls 50 --kernels --set phased=false \
         --json "$out/host_zero_inserted.json" ;;
+    direct-alt)  # few-channel convs on the direct kernel, wide windows, thin transposed groups
+      step direct_alt_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider \
+        -k "plan=1 or avgpool_sigmoid_sum or wide_dilated or transposed_grouped_thin"
+      mkdir -p "$out/direct-alt" && cp runs/conv_gpu/summary*.jsonl "$out/direct-alt/" 2>/dev/null ;;
     fuse-channel)  # channel reductions taken in the conv kernel's epilogue (thirteenth session)
       step fuse_channel_gpu 330 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -n 4 -p no:cacheprovider -k "channel or min_tanh or min_sum_gelu or logsumexp"
