@@ -202,8 +202,8 @@ def pointwise_gemm(plan: Plan) -> bool:
             and all(int(s) == 1 for s in (plan.param("stride") or ())))
 
 
-#: channel reductions a conv tail may fuse into the conv kernel's epilogue (the template's
-#: _FUSED_CHANNEL_OPS)
+#: channel reductions a conv tail may fuse into the conv kernel's epilogue
+#: (ConvKernel._reduce_staged; the forward calls _conv_channel_launch for these only)
 FUSED_CHANNEL_OPS = ("sum", "mean", "amax", "amin", "logsumexp")
 
 
