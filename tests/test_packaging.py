@@ -160,3 +160,23 @@ def test_gpu_checks_can_pack_its_output(tmp_path):
         names = tar.getnames()
     assert "./sub/summary-9.jsonl" in names and "./steps.log" in names
     assert "unknown step: no-such-step" in (out / "steps.log").read_text()
+
+
+def test_gpu_checks_selections_parse():
+    """Every literal ``-k`` expression in gpu_checks.sh is one pytest accepts (on 2026-12-04
+    the direct-alt step's ``-k "plan=1 or ..."`` ended a GPU call at collection: ``=`` is not
+    part of pytest's expression language, and nothing ran)."""
+    import re
+
+    from _pytest.mark.expression import Expression
+
+    text = (ROOT / "tools" / "gpu_checks.sh").read_text()
+    exprs = re.findall(r'-k\s+"([^"$]+)"', text) + re.findall(r"-k\s+([\w-]+)\s", text)
+    assert len(exprs) > 20
+    bad = {}
+    for e in exprs:
+        try:
+            Expression.compile(e)
+        except Exception as err:  # noqa: BLE001 (the error's class moved between pytest versions)
+            bad[e] = str(err)
+    assert not bad, bad

@@ -309,7 +309,7 @@ for s in "$@"; do
     direct-alt)  # few-channel convs on the direct kernel, wide windows, thin transposed groups
       step direct_alt_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -n 4 -p no:cacheprovider \
-        -k "plan=1 or avgpool_sigmoid_sum or wide_dilated or transposed_grouped_thin"
+        -k "plan or avgpool_sigmoid_sum or wide_dilated or transposed_grouped_thin"
       mkdir -p "$out/direct-alt" && cp runs/conv_gpu/summary*.jsonl "$out/direct-alt/" 2>/dev/null ;;
     fuse-channel)  # channel reductions taken in the conv kernel's epilogue (thirteenth session)
       step fuse_channel_gpu 330 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
