@@ -82,7 +82,7 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         del values["preload"], choices["preload"]  # nothing to load early or late
     if plan.family == "row" and long_row(plan):
         values["smem_row"], choices["smem_row"] = False, [False, True]
-        choices["strategy"] = [*choices["strategy"], "split"]
+        choices["strategy"] = [*choices["strategy"], "split", "resident"]
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})

@@ -14,8 +14,9 @@ once, so nothing of the DSL is imported here):
   transcendental in a chain), main shape: an approximate tanh compiles to ``MUFU.TANH``,
   the accurate one never does;
 * the long suite's tasks (issue 17) on each shape, default, with ``smem_row`` (the row
-  slice kept in shared memory between the two passes: half the global loads) and with the
-  ``split`` strategy (two launches);
+  slice kept in shared memory between the two passes: half the global loads), with the
+  ``split`` strategy (two launches) and the ``resident`` one (one persistent launch, a barrier
+  in global memory);
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -63,6 +64,7 @@ def _build_cases() -> list[dict]:
             for knobs in ({}, {"smem_row": True}):
                 add(name, fd.variants(name)[0][0], True, knobs, shape, "smem_row")
             add(name, "split", True, {}, shape, "split")
+            add(name, "resident", True, {}, shape, "resident")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -131,6 +133,7 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
 
 _SMEM_ROW = [i for i, c in enumerate(CASES) if c["group"] == "smem_row" and c["knobs"]]
 _SPLIT = [i for i, c in enumerate(CASES) if c["group"] == "split"]
+_RESIDENT = [i for i, c in enumerate(CASES) if c["group"] == "resident"]
 
 
 def _twin(index: int) -> int:
@@ -211,3 +214,24 @@ def test_fast_math_turns_tanh_into_the_hardware_approximation(index, compiled):
         assert "MUFU.TANH" in mufu, mufu
     else:
         assert "MUFU.TANH" not in mufu, mufu
+
+
+@pytest.mark.parametrize("index", _RESIDENT, ids=[_case_id(CASES[i]) for i in _RESIDENT])
+def test_resident_rows_read_x_once_in_one_launch(index, compiled):
+    """The resident strategy compiles one kernel: the slice staged in shared memory by the
+    statistics pass and read back by the output pass, the row's CTAs meeting through a
+    GPU-scope atomic and strong loads, no local memory; where the op reads nothing but x
+    (softmax, log-softmax), every 128-bit global load of x is staged once and read back once
+    (x read once, where the split strategy's two launches read it twice)."""
+    res = compiled[index]
+    assert res["error"] is None, res["error"]
+    kernels = [k for comp in res["compiles"] for k in comp["kernels"].values()]
+    assert len(kernels) == 1, len(kernels)
+    ops = kernels[0]["ops"]
+    assert any(op.startswith("STS") for op in ops) and any(op.startswith("LDS") for op in ops)
+    assert any(op.startswith("ATOMG.E.ADD") and "STRONG.GPU" in op for op in ops), ops
+    c = CASES[index]
+    n, esize = _n_cols(c)
+    if c["name"] != "layernorm_4m_fp32" and (n * esize) % 16 == 0:  # (LayerNorm's output
+        # pass also loads weight and bias)
+        assert ops["LDG.E.128"] == ops["STS.128"] == ops["LDS.128"], ops

@@ -47,10 +47,10 @@ CASES += [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLE
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
 #: Issue 17: the long suite's tasks (6 GB rows of 1.5 MiB, 16 rows of 4M values), default,
-#: with the row slice kept in shared memory between the passes, and split over independent
-#: CTAs in two launches (ids start ``long-``).
+#: with the row slice kept in shared memory between the passes, split over independent
+#: CTAs in two launches, and resident (one persistent launch; ids start ``long-``).
 CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
-          for extra in ("", "smem_row")] + [(name, "split", True, "")
+          for extra in ("", "smem_row")] + [(name, s, True, "") for s in ("split", "resident")
                                            for name in sorted(fd.BUNDLED_LONG)]
 #: The pool family's other span shapes on its small tasks: eight outputs a thread, and scalar
 #: span reads (``KEY=VALUE`` extras set that knob).
