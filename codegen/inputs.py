@@ -171,3 +171,31 @@ def empty_like_specs(specs: Sequence[ArgSpec], *, device: str) -> list[Any]:
         else:
             out.append(torch.empty(s.shape, dtype=getattr(torch, s.dtype), device=device))
     return out
+
+
+def on_meta() -> Any:
+    """A torch function mode under which the tensors a task builds stay on the meta device
+    where it names another (``torch.rand(..., device="cuda")`` in ``get_inputs``, ``.cuda()``,
+    ``.to("cuda")``): the capture needs shapes and dtypes only, and a CPU-only machine has no
+    CUDA device (KernelBench level 1 problem 97 builds its inputs on "cuda")."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    moves = {torch.Tensor.cuda, torch.Tensor.cpu}
+
+    class _OnMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = "meta"
+            if func in moves:
+                return args[0]
+            if func is torch.Tensor.to:
+                # keep a dtype (or another tensor's dtype), drop a device
+                rest = [a.dtype if isinstance(a, torch.Tensor) else a for a in args[1:]
+                        if not isinstance(a, (str, torch.device))]
+                kwargs.pop("device", None)
+                return func(args[0], *rest, **kwargs) if rest or kwargs else args[0]
+            return func(*args, **kwargs)
+
+    return _OnMeta()

@@ -35,7 +35,14 @@ from typing import Any
 
 from cutegen.codegen.eval import framing
 from cutegen.codegen.eval.ipc import IpcLib, TensorDesc, flatten_outputs, open_tensor
-from cutegen.codegen.inputs import DISTRIBUTIONS, EXTRA_DISTRIBUTIONS, ArgSpec, generate, spec_of
+from cutegen.codegen.inputs import (
+    DISTRIBUTIONS,
+    EXTRA_DISTRIBUTIONS,
+    ArgSpec,
+    generate,
+    on_meta,
+    spec_of,
+)
 
 _SIZE_NAMES = ("batch_size",)
 
@@ -182,7 +189,11 @@ class Reference:
         except Exception as e:
             if self.gpu:
                 raise TaskFault(f"get_inputs() raised {type(e).__name__}: {e}") from e
-            raw = list(self.mod.get_inputs())
+            try:  # no GPU (compile-only): a device the task names is the meta device too
+                with ctx, on_meta():
+                    raw = list(self.mod.get_inputs())
+            except Exception as e2:
+                raise TaskFault(f"get_inputs() raised {type(e2).__name__}: {e2}") from e2
         devs = {x.device.type for x in raw if isinstance(x, torch.Tensor)}
         if not devs <= {"cpu", "cuda", "meta"} or len(devs - {"meta"}) > 1:
             raise TaskFault(f"get_inputs() returned tensors on devices {sorted(devs)}; "

@@ -7,7 +7,8 @@ trusted user code, but importing it in the search process would leave its state 
 
 How: the task module is imported, ``Model(*get_init_inputs())`` and ``get_inputs()`` run
 under ``torch.device("meta")`` (no memory is used, so a 4 GB input costs nothing),
-``torch.fx.symbolic_trace`` records the forward, and an ``Interpreter`` run on the meta
+(a device a task names, ``device="cuda"`` or ``.cuda()``, is the meta device there too:
+`~cutegen.codegen.inputs.on_meta`), ``torch.fx.symbolic_trace`` records the forward, and an ``Interpreter`` run on the meta
 inputs gives every node a concrete value: tensors become (shape, dtype), shape arithmetic
 becomes numbers. Each call node is then named by :mod:`cutegen.codegen.families.ops`
 (``torch.softmax``, ``x.softmax``, ``F.softmax`` and ``nn.Softmax`` are all ``softmax``),
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cutegen.codegen.inputs import on_meta
 from cutegen.errors import TaskError
 
 
@@ -124,7 +126,7 @@ def capture_in_process(path: str | Path) -> Captured:
     try:
         module = _load_module(Path(path))
         init = list(module.get_init_inputs())
-        with torch.device("meta"):
+        with torch.device("meta"), on_meta():
             model = module.Model(*init)
             inputs = list(module.get_inputs())
     except Exception as e:  # noqa: BLE001 - the task's own code

@@ -202,13 +202,14 @@ def chain_plan(cap: Captured, match: Callable[[Captured], Plan], base: int = 0) 
 
 
 def conv_then(cap: Captured, first: Callable[[Captured], Plan],
-              rest: Callable[[Captured, int], Plan]) -> Plan:
+              rest: Callable[[Captured, int], Plan], base: int = 0) -> Plan:
     """A convolution whose forward goes on past what the conv family computes (a sum over
     [1, 2, 3], a min over one spatial dim then a softmax, a LayerNorm over the last dim): cut
     at the latest value after the convolution up to which ``first`` (the conv family) covers
     the forward and from which ``rest(stage, 1)`` (the other families, a chain of their own
     numbered on from kernel 1) covers the remainder. The conv kernel (with its fused
-    epilogue and tails) writes ``_stage0``; the rest reads it.
+    epilogue and tails) writes ``_stage0``; the rest reads it. ``base``: the kernels before
+    the convolution's (:func:`before_conv`), so its results are numbered on.
 
     Raises:
         NotCoveredError: no cut works (the caller reports the conv family's own reason).
@@ -228,7 +229,7 @@ def conv_then(cap: Captured, first: Callable[[Captured], Plan],
         except NotCoveredError:
             continue
         try:
-            tail = rest(_stage(cap, m, x, out, 1), 1)
+            tail = rest(_stage(cap, m, x, out, 1, base), base + 1)
         except NotCoveredError as e:
             why = why or f"; cut after {m.node(x).target or m.node(x).op}, the rest: {e.nc.reason}"
             continue
@@ -238,3 +239,42 @@ def conv_then(cap: Captured, first: Callable[[Captured], Plan],
         return _chain_of(plans, cap)
     raise NotCoveredError("no cut after the convolution leaves a remainder the other families "
                           f"cover{why}", "conv")
+
+
+def before_conv(cap: Captured, head: Callable[[Captured], Plan],
+                tail: Callable[[Captured, int], Plan]) -> Plan:
+    """A forward whose last convolution reads a computed value (a pooling before a transposed
+    convolution, a depthwise convolution before a pointwise one): the forward up to that value
+    runs as kernels of their own (``head``: any forward's plan, a chain included), and the rest,
+    from the convolution on, reads their result as ``_stage{k-1}`` (``tail(stage, k)``: the
+    convolution's plan, its own results numbered on from kernel k).
+
+    Raises:
+        NotCoveredError: no convolution reads a computed value, or a part is not covered
+            (its reason, naming the part).
+    """
+    m = Matcher(cap)
+    live = m.ancestors(cap.output)
+    convs = sorted(i for i in live if m.node(i).kind == "call" and m.node(i).op in CONV_OPS)
+    if not convs:
+        raise NotCoveredError("no convolution", "conv")
+    g = m.node(convs[-1])
+    x = g.tensors.get("input")
+    if x is None or m.node(x).kind != "call" or not m.node(x).dtype:
+        raise NotCoveredError("the last convolution reads no computed value", "conv")
+    name = g.target or g.op
+    try:
+        pre = head(_stage(cap, m, None, x, 0))
+    except NotCoveredError as e:
+        raise NotCoveredError(f"what {name} reads: {e.nc.reason}", e.nc.op) from e
+    plans = list(pre.param("stages")) if pre.family == "chain" else [pre]
+    if any(p.out_shape == "scalar" for p in plans):
+        raise NotCoveredError(f"what {name} reads is a single value", "conv")
+    k = len(plans)
+    try:
+        post = tail(_stage(cap, m, x, cap.output, 1, k - 1), k)
+    except NotCoveredError as e:
+        raise NotCoveredError(f"{name} on what the kernels before it wrote: {e.nc.reason}",
+                              e.nc.op) from e
+    plans += list(post.param("stages")) if post.family == "chain" else [post]
+    return _chain_of(plans, cap)

@@ -298,7 +298,8 @@ def _doc(plan: Plan, precision: str) -> str:
 
 
 def _conv_literal(plan: Plan) -> str:
-    """The CONV constant: what the forward needs besides the module's attributes."""
+    """The conv spec (``_conv_spec()``): what the launch needs besides the module's
+    attributes."""
     keys = ("dims", "transposed", "stride", "padding", "dilation", "groups", "output_padding")
     return repr({k: plan.param(k) for k in keys})
 
@@ -372,7 +373,7 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
         ops.add(plan.leaf(name), _wrapped(plan.leaf(name)))
     has_epilogue = not (plan.epilogue.empty and plan.epilogue.result == "%y")
     stages = [dict(st) for st in plan.param("stages", ())]
-    common = render_template("conv_common", {"CONV": _conv_literal(plan)}, {})
+    common = render_template("conv_common", {}, {})
     if direct:
         kernels = [common, render_template("conv_direct", {}, {})]
     else:
@@ -380,7 +381,11 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
                    render_template("conv", {}, {})]
     if stages:
         kernels.append(render_template("conv_tail", {}, {}))
-    funcs: list[str] = []
+    # the convolution's spec, passed to its launch: a chain's stages may hold several
+    # convolutions (chains.before_conv), each stage's function renamed apart
+    funcs: list[str] = [f"def _conv_spec(_spec={_conv_literal(plan)}):\n"
+                        '    """The convolution this stage computes (its geometry per call '
+                        'comes from the module where the task has one)."""\n    return _spec\n']
     if has_epilogue:
         funcs.append(chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
                                     doc="The fused epilogue, applied to each fp32 accumulator "
@@ -394,14 +399,15 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
     prec = "''" if direct else "TUNABLES['precision']"
     mid = _DTYPES[x_leaf.dtype] if stages else _DTYPES[plan.out_dtype]
     conv_args = f"{x}, {w}, {mod}, {mid}, {prec}, {epi}, {ops.args()}"
-    lines = [f"y = _conv_launch({conv_args})"]
+    launch = "_direct_conv_launch" if direct else "_conv_launch"
+    lines = [f"y = {launch}({conv_args}, _conv_spec())"]
     first = 1
     if "fuse_channel" in values:  # the channel reduction in the conv's epilogue (or not)
         st = stages[0]
         rest = _post_args(plan, st, 1, funcs, _DTYPES[plan.out_dtype] if len(stages) == 1
                           else mid)
         lines = [f"y = _conv_channel_launch({conv_args}, {st['reduce']!r}, "
-                 f"{st['keepdim']!r}, {rest})"]
+                 f"{st['keepdim']!r}, {rest}, conv=_conv_spec())"]
         first = 2
     for i, st in enumerate(stages[first - 1:], first):
         lines.append(_stage_line(plan, st, i, funcs,

@@ -289,9 +289,16 @@ def conv_plan(m0: Matcher, calls: set[int], out: Node) -> Plan:
         picks = n.op == "getitem" and is_tail(m.node(n.tensors.get("input", -1))) and \
             n.consts.get("index") == 0  # the values of torch.max / min over a dim
         if not (is_tail(n) or picks or n.op in POINTWISE_OPS or n.op in ("max", "min", "view")):
+            x_in = g.tensors.get("input")
+            if x_in is not None and n.id in m.ancestors(x_in):  # what the conv reads
+                raise NotCoveredError(
+                    f"the input of {op_name(g)} is computed by {op_name(n)}: the conv family "
+                    "reads its input and weight from forward arguments or parameters", n.op)
+            where = "after" if g.id in m.ancestors(n.id) else "beside"
             raise NotCoveredError(
-                f"{op_name(n)} after a convolution: the conv family fuses pointwise ops and runs "
-                "pooling, GroupNorm and reductions over the spatial dims as tail kernels", n.op)
+                f"{op_name(n)} {where} a convolution: the conv family fuses pointwise ops and "
+                "runs pooling, GroupNorm and reductions over the spatial dims as tail kernels",
+                n.op)
     frame = tuple(g.shape)
     x_id = g.tensors.get("input")
     if x_id is None:

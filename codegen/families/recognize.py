@@ -26,7 +26,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
-from cutegen.codegen.families.chains import anchors_of, chain_plan, conv_then, dag_plan
+from cutegen.codegen.families.chains import (
+    anchors_of,
+    before_conv,
+    chain_plan,
+    conv_then,
+    dag_plan,
+)
 from cutegen.codegen.families.conv_match import conv_ids, conv_plan, direct_variant
 from cutegen.codegen.families.gemm_match import gemm_ids, gemm_plan
 from cutegen.codegen.families.lower import lower
@@ -96,12 +102,15 @@ def _match_lowered(cap: Captured, base: int = 0) -> Plan:
         raise NotCoveredError(f"{e.nc.reason}; as one kernel: {first.nc.reason}", e.nc.op) from e
 
 
-def _conv_match(cap: Captured) -> Plan | None:
+def _conv_match(cap: Captured, base: int = 0) -> Plan | None:
     """The conv family's plan when the forward has a convolution (matched on the graph as
     captured: the conv family's tails are the norms and pools themselves, not what
     :func:`.lower` makes of them); None otherwise. Where the forward goes on past what the
     conv family computes, a chain: the conv kernel up to a cut, the other families after it
-    (:func:`.conv_then`); the conv family's reason when no cut works."""
+    (:func:`.conv_then`); where the last convolution reads a computed value (a pooling or
+    another convolution before it), the kernels computing it first (:func:`.before_conv`);
+    the conv family's reason when neither works. ``base``: the kernels before this forward's
+    (it is the rest of a chain), so its results are numbered on."""
     m = Matcher(cap)
     out = m.node(cap.output) if cap.output >= 0 else None
     if out is None or not out.dtype:
@@ -113,12 +122,26 @@ def _conv_match(cap: Captured) -> Plan | None:
         return _conv_alone(cap)
     except NotCoveredError as e:
         try:
-            return conv_then(cap, _conv_alone, lambda st, base: _match_lowered(lower(st), base))
+            return conv_then(cap, _conv_alone, lambda st, b: _match_lowered(lower(st), b), base)
         except NotCoveredError as then:
+            try:
+                return before_conv(cap, _match, _conv_rest)
+            except NotCoveredError as before:
+                if "reads no computed value" not in before.nc.reason:
+                    raise NotCoveredError(f"{e.nc.reason}; as a chain, {before.nc.reason}",
+                                          e.nc.op) from None
             why = then.nc.reason.partition("; cut after ")[2]
             if not why:
                 raise e from None
             raise NotCoveredError(f"{e.nc.reason}; as a chain, cut after {why}", e.nc.op) from None
+
+
+def _conv_rest(cap: Captured, base: int) -> Plan:
+    """The part of a chain from its last convolution on (:func:`.before_conv`)."""
+    plan = _conv_match(cap, base)
+    if plan is None:
+        raise NotCoveredError("no convolution", "conv")
+    return plan
 
 
 def _conv_alone(cap: Captured) -> Plan:

@@ -58,12 +58,13 @@ def extract(source: str, *, name: str = "_TaskModule") -> TaskModule:
                 continue
             imports.append(ast.unparse(node))
             imported.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name):
-            if node.targets[0].id not in _SKIP_GLOBALS:
-                constants[node.targets[0].id] = node
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
             defined.add(node.name)
+        else:
+            for target, value in _assigned(node):
+                if target not in _SKIP_GLOBALS:
+                    constants[target] = ast.Assign([ast.Name(target, ast.Store())], value,
+                                                   lineno=node.lineno)
     body = [b for b in model.body if not (isinstance(b, ast.FunctionDef) and b.name == "forward")]
     if not body:
         body = [ast.Pass()]
@@ -90,6 +91,24 @@ def extract(source: str, *, name: str = "_TaskModule") -> TaskModule:
     order = [n for n in constants if n in needed]
     consts = "\n".join(ast.unparse(constants[n]) for n in order)
     return TaskModule("\n".join(dict.fromkeys(imports)), consts, ast.unparse(copy))
+
+
+def _assigned(node: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value) of each module-level name a statement binds to a plain expression:
+    ``n = 4``, ``n: int = 4``, ``a, b = 4, 8`` (one pair a name); nothing for anything else."""
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+        return [(node.target.id, node.value)]
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+        return []
+    target = node.targets[0]
+    if isinstance(target, ast.Name):
+        return [(target.id, node.value)]
+    if (isinstance(target, ast.Tuple | ast.List) and isinstance(node.value, ast.Tuple | ast.List)
+            and len(target.elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in target.elts)):
+        return [(t.id, v) for t, v in zip(target.elts, node.value.elts, strict=True)
+                if isinstance(t, ast.Name)]
+    return []
 
 
 class _RenameModel(ast.NodeTransformer):

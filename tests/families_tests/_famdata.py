@@ -139,6 +139,19 @@ CONV_TASK_CHAINS = {
     "rec_chain_pixel_operand": ((), (("pointwise", "broadcast to the result"),)),
     "rec_chain_spatial_softmax": ((), (("strided", "logsumexp over dims [2]"),)),
 }
+#: conv_tasks/rec_pre_*: a convolution reading a computed value (chains.before_conv): name ->
+#: (family, algo or None, description words) of each kernel, in order.
+CONV_TASK_BEFORE = {
+    "rec_pre_relu_conv_fp32": (("pointwise", None, "relu"), ("conv", "implicit_gemm", "conv2d")),
+    "rec_pre_two_convs_fp32": (("conv", "implicit_gemm", "-> 16 channels"),
+                               ("conv", "implicit_gemm", "-> 16 channels")),
+    "rec_pre_depthwise_pointwise_bf16": (("conv", "direct", "-> 32 channels, kernel 3x3"),
+                                         ("conv", "implicit_gemm", "-> 64 channels, kernel 1x1")),
+    "rec_pre_avgpool_transposed_fp32": (("pool", None, "avg_pool3d"),
+                                        ("conv", "implicit_gemm", "transposed conv3d")),
+    "rec_pre_functional_strided_fp32": (("conv", "implicit_gemm", "padding (1, 1)"),
+                                        ("conv", "implicit_gemm", "stride (2, 2)")),
+}
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).
 BUNDLED_NOT_COVERED: dict[str, str] = {}

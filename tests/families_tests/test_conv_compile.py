@@ -64,6 +64,8 @@ CASES = [
     ("conv_transpose3d_bf16", {"phased": False}, 0),
     ("rec_channel_mean_bf16", {}, 0), ("rec_transposed_channel_amax_fp32", {}, 0),
     ("rec_wide_dilated_fp32", {}, 0), ("rec_transposed_grouped_thin_fp32", {}, 0),
+    *((name, {}, 0) for name in sorted(fd.CONV_TASK_BEFORE)),
+    ("rec_pre_depthwise_pointwise_bf16", {}, 1),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
@@ -109,6 +111,18 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
         assert not local and k.get("frame", 0) == 0, f"local memory in {kname}: {k}"
     plan = fd.plan_of(name)
+    if plan.family == "chain":  # kernels before the conv (chains.before_conv): one kernel
+        # class a stage (the pointwise, pool, direct or implicit GEMM conv kernel), and an
+        # implicit GEMM's tensor-core and im2col TMA instructions
+        names = " ".join(kernels)
+        for st in plan.param("stages"):
+            want = {"pointwise": "Pointwise", "pool": "PoolKernel"}.get(st.family) or (
+                "DirectConvKernel" if st.param("algo") == "direct" else "ConvKernel")
+            assert want in names, (st.description, list(kernels))
+        gemm = [k for n, k in kernels.items() if "ConvKernel" in n and "Direct" not in n
+                and "Pack" not in n]
+        assert all(any(op.startswith("HGMMA") for op in k["mma"]) for k in gemm), gemm
+        return
     values, _ = knobs_of(plan)
     values.update(changes)
     tails = {"max_pool": "PoolKernel", "avg_pool": "PoolKernel", "plane": "PlaneReduceKernel",

@@ -24,6 +24,7 @@ conv per output phase, as the phased kernels run them), forward ones also throug
 
 import ast
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -36,13 +37,15 @@ TEMPLATE = (Path(__file__).resolve().parents[2] / "codegen" / "families" / "temp
 
 
 def _functions(conv: dict) -> dict:
-    """``_conv_geometry`` and ``_conv_shapes`` from the template, with CONV = ``conv``."""
-    tree = ast.parse(TEMPLATE.read_text().replace("{{CONV}}", "None"))
+    """``_conv_geometry`` and ``_conv_shapes`` from the template, ``_conv_geometry`` bound
+    to the conv spec ``conv``."""
+    tree = ast.parse(TEMPLATE.read_text())
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
             and n.name in ("_conv_geometry", "_conv_shapes", "_conv_phases", "_conv_folded")]
     assert len(keep) == 4
-    ns: dict = {"CONV": conv, "math": math}
+    ns: dict = {"math": math}
     exec(compile(ast.Module(keep, []), str(TEMPLATE), "exec"), ns)  # noqa: S102 - our file
+    ns["_conv_geometry"] = partial(ns["_conv_geometry"], conv=conv)
     return ns
 
 

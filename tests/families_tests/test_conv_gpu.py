@@ -42,7 +42,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_channel_mean_bf16", "rec_transposed_channel_amax_fp32",
                                  "rec_conv1d_channel_sum_fp32", "rec_wide_dilated_fp32",
                                  "rec_transposed_grouped_thin_fp32",
-                                 *sorted(fd.CONV_TASK_CHAINS)]
+                                 *sorted(fd.CONV_TASK_CHAINS), *sorted(fd.CONV_TASK_BEFORE)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
           ("conv2d_bf16", (("cluster_n", 2),)), ("conv2d_bf16", (("tile_k", 16),)),

@@ -84,6 +84,24 @@ def test_task_module_that_needs_a_helper_is_refused():
         extract(src)
 
 
+def test_task_module_keeps_constants_bound_together_or_annotated():
+    """Module constants the constructor uses, however the task binds them (a tuple of names,
+    an annotation): a depthwise-separable task bound ``batch, channels, ... = 4, 32, ...`` and
+    its candidate failed to build (NameError: channels)."""
+    from cutegen.codegen.families.taskmodule import extract
+
+    src = ("import torch\nbatch, channels, width = 4, 32, 9\nscale: float = 0.5\n"
+           "a = b = 3\nc, (d, e) = 1, (2, 3)\n"
+           "class Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.conv = torch.nn.Conv1d(channels, channels * 2, 3)\n"
+           "        self.s = scale\n    def forward(self, x):\n        return x\n")
+    tm = extract(src)
+    assert tm.constants.splitlines() == ["channels = 32", "scale = 0.5"]
+    ns: dict = {}
+    exec(tm.imports + "\n" + tm.constants + "\n" + tm.class_source, ns)
+    assert ns["_TaskModule"]().conv.out_channels == 64
+
+
 def test_template_directives():
     text = "a\n#% if X > 1\nb {{V}}\n#% elif X == 1\nc\n#% else\nd\n#% endif\ne\n"
     assert apply_directives(text, {"X": 2}) == "a\nb {{V}}\ne\n"

@@ -1,4 +1,5 @@
-"""A convolution of a computed input (a prologue): not covered."""
+"""A convolution of a computed input (a ReLU before it): the ReLU as a pointwise kernel of its
+own, then the conv kernel on what it wrote (chains.before_conv)."""
 import torch
 import torch.nn as nn
 
