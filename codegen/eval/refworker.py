@@ -65,6 +65,21 @@ def _release_cached_memory(keep: int = _KEEP_CACHED_BYTES) -> None:
         torch.cuda.empty_cache()
 
 
+def hidden_batch(main: int) -> int:
+    """The second hidden batch size of a task without VERIFY_SHAPES (the first is 1): 127 (a
+    prime, no multiple of a tile) where the main batch is at least that, else the smallest
+    prime above the main batch (at most twice it, by Bertrand's postulate): larger than the
+    main shape, so a buffer sized for it is caught, but never the 8x of 127 against KernelBench
+    level 1's batch of 16, which ran a depthwise-separable conv's check out of the H200's
+    memory (2026-12-04)."""
+    if main >= 127:
+        return 127
+    p = main + 1
+    while p < 2 or any(p % d == 0 for d in range(2, int(p ** 0.5) + 1)):
+        p += 1
+    return p
+
+
 class Reference:
     def __init__(self, task_path: str, *, gpu: bool, scratch: Path,
                  ipc: IpcLib | None = None) -> None:
@@ -109,7 +124,8 @@ class Reference:
             else:
                 found = [n for n in _SIZE_NAMES if isinstance(getattr(self.mod, n, None), int)]
                 if found:
-                    configs += [{found[0]: 1}, {found[0]: 127}]
+                    main = int(getattr(self.mod, found[0]))
+                    configs += [{found[0]: 1}, {found[0]: hidden_batch(main)}]
                     note = f"hidden shapes vary {found[0]} only (the task has no VERIFY_SHAPES)"
                 else:
                     note = "no hidden shapes: the task defines no VERIFY_SHAPES and no batch_size"
