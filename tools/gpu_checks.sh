@@ -75,6 +75,11 @@
 #                  not (-n 4), then the kernels' times with fuse_channel on and off        ~4
 #   direct-alt     the direct kernel for one-group convs with few channels, a window past the
 #                  im2col descriptor, thin transposed groups (2026-12-04): GPU cases (-n 4)  ~3
+#   before-conv    convs reading a computed value (chains.before_conv, 2026-12-04): GPU cases
+#                  (-n 4)                                                                  ~2
+#   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA)
+#                  through the CLI at upstream sizes, one evaluation each (carry .kb: a local
+#                  copy of KernelBench's task files)                                       ~4
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -319,6 +324,14 @@ for s in "$@"; do
         step "host_fuse_$f" 100 $py tools/host_overhead.py conv_transpose2d_min_sum_gelu_bias_bf16 \
           conv_transpose3d_logsumexp_hardswish_fp32 --calls 50 --kernels --set fuse_channel=$f
       done ;;
+    before-conv)  # the kernels computing a conv's input first (fourteenth session)
+      step before_conv_gpu 200 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k rec_pre
+      mkdir -p "$out/before-conv" && cp runs/conv_gpu/summary*.jsonl "$out/before-conv/" 2>/dev/null ;;
+    kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
+      [ -d .kb/level1 ] || { echo "kb-new: carry .kb (KernelBench's level1 / level2)" | tee -a "$out/steps.log"; continue; }
+      step kb_new 420 $py -m cutegen bench --kernelbench .kb --level 1 --problems 86,97 --max-evals 1 \
+        --db /tmp/cutegen-kb-new.db --out "$out/kb-new" --no-reports ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
