@@ -23,6 +23,7 @@ shape that is missing, never a plan that would compute something else.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node, capture_in_process, capture_task
@@ -46,7 +47,7 @@ from cutegen.codegen.families.matcher import (
     trailing_dims,
 )
 from cutegen.codegen.families.norms import norm_plan
-from cutegen.codegen.families.ops import POOL_OPS, ROW_OPS, SCAN_OPS
+from cutegen.codegen.families.ops import POINTWISE_OPS, POOL_OPS, ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
 from cutegen.codegen.families.pooling import pool_plan
 from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
@@ -257,12 +258,23 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     if x.dtype not in FLOATS:
         raise NotCoveredError(f"{a.target} of a {x.dtype} tensor", x.dtype)
     family, out_shape, k = _anchor_params(m, a, op, x, frame, params)
+    views: frozenset[int] = frozenset()
+    backs: frozenset[int] = frozenset()
+    merged = _merged_view(m, calls, out, a, x) if op in ("softmax", "log_softmax") else None
+    if merged is not None:  # over trailing dims merged by a view, viewed back after it
+        view, backs = merged
+        views = frozenset({view.id})
+        src_shape = tuple(m.node(view.tensors["input"]).shape)
+        k += len(src_shape) - len(view.shape)
+        frame, nd = src_shape, len(src_shape)
     params["k"] = k
     pro_ids = (m.ancestors(x_id) & calls) - absorbed
     epi_ids = calls - pro_ids - absorbed - {a.id}
-    prologue = m.chain(pro_ids, x_id, frame, k, {}, exact=op in ("argmax", "argmin"))
+    prologue = m.chain(pro_ids, x_id, frame, k, {}, exact=op in ("argmax", "argmin"),
+                       passthrough=views)
     epi_frame = frame if out_shape == "same" else (1,) * nd
-    epilogue = m.chain(epi_ids, out.id, epi_frame, k, {result: "%y", x_id: "%in"})
+    epilogue = m.chain(epi_ids, out.id, epi_frame, k, {result: "%y", x_id: "%in"},
+                       passthrough=backs)
     if op in SCAN_OPS and _exclusive(epilogue):
         params["exclusive"] = True
         epilogue = _drop_first(epilogue)
@@ -284,6 +296,55 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
         desc += f"; epilogue: {epilogue.describe()}"
     return Plan(family, op, tuple(m.leaves.values()), main, prologue, epilogue,
                 tuple(sorted(params.items())), out.dtype, out_shape, m.cap.forward_args, desc)
+
+
+def _merged_view(m: Matcher, calls: set[int], out: Node, a: Node,
+                 x: Node) -> tuple[Node, frozenset[int]] | None:
+    """(the view, the view-back nodes) where a row op reads ``src.view(...)`` merging src's
+    trailing dims into its last (``x.view(b, c, -1)``: a softmax over the spatial dims; pointwise
+    ops with single values may stand between the view and the op) and the forward views the
+    result back to src's shape (``.view(b, c, h, w)``): the op is then the same op over src's
+    trailing dims, the views identities. Between the view and the view back every other
+    operand must be a single value (any other would broadcast against the merged shape); after
+    the view back, anything src's shape takes. None where the forward does not have that form
+    (nothing merged, the result kept merged, a merged value used elsewhere)."""
+    inside = set(m.ancestors(x.id)) & calls
+    view = x
+    while view.kind == "call" and view.op != "view":
+        if view.op not in POINTWISE_OPS:
+            return None
+        ins = [m.node(t) for t in view.tensors.values()]
+        path = [n for n in ins if n.kind == "call"]
+        if len(path) != 1 or any(n.kind in ("input", "param") and math.prod(n.shape or (1,)) > 1
+                                 for n in ins):
+            return None
+        view = path[0]
+    if view.kind != "call" or "input" not in view.tensors:
+        return None
+    src = m.node(view.tensors["input"])
+    s0, s1 = tuple(src.shape), tuple(view.shape)
+    p = len(s1) - 1
+    if (not src.dtype or len(s0) <= len(s1) or p < 1 or s0[:p] != s1[:p]
+            or math.prod(s0[p:]) != s1[p] or tuple(out.shape) != s0):
+        return None
+    merged = {i for i in inside if view.id in m.ancestors(i)}  # the view .. the op's input
+    if any(len(m.users(i, calls | {out.id})) != 1 for i in merged):
+        return None
+    after = {i for i in calls if a.id in m.ancestors(i) and i != a.id}
+    backs = frozenset(i for i in after if m.node(i).op == "view"
+                      and tuple(m.node(i).shape) == s0
+                      and tuple(m.node(m.node(i).tensors.get("input", -1)).shape) == s1)
+    if len(backs) != 1:
+        return None
+    back = next(iter(backs))
+    for i in after - backs:
+        if back in m.ancestors(i):
+            continue  # after the view back: src's shape, classified as usual
+        for t in m.node(i).tensors.values():
+            tn = m.node(t)
+            if tn.kind in ("input", "param") and math.prod(tn.shape or (1,)) > 1:
+                return None
+    return view, backs
 
 
 def _dims(v: object, nd: int) -> list[int]:

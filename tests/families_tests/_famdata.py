@@ -151,6 +151,9 @@ CONV_TASK_BEFORE = {
                                         ("conv", "implicit_gemm", "transposed conv3d")),
     "rec_pre_functional_strided_fp32": (("conv", "implicit_gemm", "padding (1, 1)"),
                                         ("conv", "implicit_gemm", "stride (2, 2)")),
+    "rec_pre_pool_spatial_softmax_fp32": (("pool", None, "avg_pool3d"),
+                                          ("conv", "implicit_gemm", "clamp"),
+                                          ("row", None, "softmax over the last 3 dims")),
 }
 #: Bundled tasks no family covers, and the op the message must name (none today: the
 #: messages are checked on the tasks in negative/).

@@ -116,7 +116,8 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         # implicit GEMM's tensor-core and im2col TMA instructions
         names = " ".join(kernels)
         for st in plan.param("stages"):
-            want = {"pointwise": "Pointwise", "pool": "PoolKernel"}.get(st.family) or (
+            want = {"pointwise": "Pointwise", "pool": "PoolKernel", "row": "Row"}.get(
+                st.family) or (
                 "DirectConvKernel" if st.param("algo") == "direct" else "ConvKernel")
             assert want in names, (st.description, list(kernels))
         gemm = [k for n, k in kernels.items() if "ConvKernel" in n and "Direct" not in n

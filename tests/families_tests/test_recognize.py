@@ -25,6 +25,9 @@ EXTRA = {
     "cross_entropy_sum_bf16": ("row", "cross_entropy", "-", "-",
                                {"reduction": "sum", "ignore_index": 3, "target": "targets"}),
     "layernorm_2d_bf16": ("row", "layer_norm", "-", "-", {"k": 2}),
+    # softmax(x.view(b, c, -1), dim=2).view(b, c, h, w): over the last 2 dims, views identities
+    "softmax_spatial_viewed_fp32": ("row", "softmax", "identity, mul", "identity, mul",
+                                    {"k": 2}),
 }
 #: Tasks no family covers: name -> words the message must contain.
 NEGATIVE = {
