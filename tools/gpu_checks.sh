@@ -77,9 +77,10 @@
 #                  im2col descriptor, thin transposed groups (2026-12-04): GPU cases (-n 4)  ~3
 #   before-conv    convs reading a computed value (chains.before_conv, 2026-12-04): GPU cases
 #                  (-n 4)                                                                  ~2
-#   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA)
-#                  through the CLI at upstream sizes, one evaluation each (carry .kb: a local
-#                  copy of KernelBench's task files)                                       ~4
+#   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
+#                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
+#                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
+#                  KernelBench's task files)                                               ~9
 #   host-why       host_overhead.py --kernels --profile on the calls still host-bound after the
 #                  direct launches (batch_center, frobenius, the conv + GroupNorm + pool chain)  ~3
 #   direct-gpu     the families' GPU cases but issue 19's on the current launch path (-n 4)  ~4
@@ -330,8 +331,10 @@ for s in "$@"; do
       mkdir -p "$out/before-conv" && cp runs/conv_gpu/summary*.jsonl "$out/before-conv/" 2>/dev/null ;;
     kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
       [ -d .kb/level1 ] || { echo "kb-new: carry .kb (KernelBench's level1 / level2)" | tee -a "$out/steps.log"; continue; }
-      step kb_new 420 $py -m cutegen bench --kernelbench .kb --level 1 --problems 86,97 --max-evals 1 \
-        --db /tmp/cutegen-kb-new.db --out "$out/kb-new" --no-reports ;;
+      step kb_new 300 $py -m cutegen bench --kernelbench .kb --level 1 --problems 86,97 --max-evals 1 \
+        --db /tmp/cutegen-kb-new.db --out "$out/kb-new" --no-reports
+      step kb_new2 240 $py -m cutegen bench --kernelbench .kb --level 2 --problems 38 --max-evals 1 \
+        --db /tmp/cutegen-kb-new2.db --out "$out/kb-new2" --no-reports ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
