@@ -243,6 +243,29 @@ def test_bad_task_errors_name_the_problem(tmp_path, make_candidate):
         ev.evaluate(make_candidate("good"))
 
 
+def test_a_hidden_shape_the_reference_refuses_is_skipped_without_a_gpu(tmp_path,
+                                                                      make_candidate):
+    """A task whose reference cannot run at the hidden batch of 1 (BatchNorm in training mode:
+    "Expected more than 1 value per channel") compiles: that shape is skipped with a note,
+    as the GPU worker skips it (before, a compile-only run of KernelBench level 2 problems 39
+    and 41 ended with "the reference Model raised (batch_size=1)")."""
+    from cutegen.codegen.tasks import load_task_file
+
+    src = (Path(__file__).resolve().parents[1] / "data" / "tasks" / "scale_shift.py").read_text()
+    src = src.replace('VERIFY_SHAPES = [{"batch_size": 1, "dim": 1024}, {"batch_size": 127, '
+                      '"dim": 1000}]\n', "")
+    src = src.replace("batch_size = 2048", "batch_size = 16")
+    src = src.replace("        super().__init__()\n",
+                      "        super().__init__()\n        self.bn = nn.BatchNorm1d(dim)\n")
+    src = src.replace("return x * 2.0 + 1.0", "return self.bn(x) * 2.0 + 1.0")
+    assert "VERIFY_SHAPES" not in src and "self.bn(x)" in src
+    path = tmp_path / "bn_train.py"
+    path.write_text(src)
+    with _ev(load_task_file(path), tmp_path) as ev:
+        e = ev.evaluate(make_candidate("good"))
+    assert e.verdict == Verdict.COMPILED, (e.message, e.log_tail[-2000:])
+
+
 def test_compile_cache_is_per_task(scale_shift_task, make_candidate, tmp_path):
     """Regression: the same candidate file evaluated for a second task (another shape) was
     answered from the first task's cache entry."""
