@@ -6,10 +6,10 @@ trusted user code, but importing it in the search process would leave its state 
 :func:`capture_in_process` does it here (tests, and the child itself).
 
 How: the task module is imported, ``Model(*get_init_inputs())`` and ``get_inputs()`` run
-under ``torch.device("meta")`` (no memory is used, so a 4 GB input costs nothing),
-(a device a task names, ``device="cuda"`` or ``.cuda()``, is the meta device there too:
-`~cutegen.codegen.inputs.on_meta`), ``torch.fx.symbolic_trace`` records the forward, and an ``Interpreter`` run on the meta
-inputs gives every node a concrete value: tensors become (shape, dtype), shape arithmetic
+under ``torch.device("meta")`` (no memory is used, so a 4 GB input costs nothing; a device
+the task names, ``device="cuda"`` or ``.cuda()``, is the meta device there too:
+:func:`cutegen.codegen.inputs.on_meta`), ``torch.fx.symbolic_trace`` records the forward,
+and an ``Interpreter`` run on the meta inputs gives every node a concrete value: tensors become (shape, dtype), shape arithmetic
 becomes numbers. Each call node is then named by :mod:`cutegen.codegen.families.ops`
 (``torch.softmax``, ``x.softmax``, ``F.softmax`` and ``nn.Softmax`` are all ``softmax``),
 with its tensor arguments as node references and every other argument as a JSON value.

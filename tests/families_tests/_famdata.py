@@ -229,6 +229,17 @@ def rendered(name: str, strategy: str | None = None, fused: bool = True,
     return render(plan, task_path(name).read_text(), tunables=tun, fused=fused)
 
 
+def rendered_module(tmp_path: Path, name: str, **tunables):
+    """The task's rendered candidate (with ``tunables`` set), imported here from a file under
+    ``tmp_path``: for tests of its plain-Python host helpers (launch plans, geometry)."""
+    path = tmp_path / f"cand_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(rendered(name, extra=tuple(tunables.items())))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _globals(path: Path) -> dict:
     out = {}
     for node in ast.parse(path.read_text()).body:

@@ -9,8 +9,6 @@ S CTAs a channel (the per-range sums, then the normalisation) with vector access
 GroupNorm / InstanceNorm tails read and write whole vectors too.
 """
 
-import importlib.util
-import uuid
 from importlib.util import find_spec
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -20,18 +18,9 @@ import torch
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
 
 
-def _module(tmp_path, name: str):
-    path = tmp_path / f"tail_{uuid.uuid4().hex[:8]}.py"
-    path.write_text(fd.rendered(name))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def tail(tmp_path_factory):
-    return _module(tmp_path_factory.mktemp("tail"), "conv2d_softplus_multiply_batchnorm_bf16")
+    return fd.rendered_module(tmp_path_factory.mktemp("tail"), "conv2d_softplus_multiply_batchnorm_bf16")
 
 
 def _covers(splits: int, chunk: int, total: int) -> bool:

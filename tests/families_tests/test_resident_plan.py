@@ -4,8 +4,6 @@ slice of x in shared memory while the row's statistics meet behind a barrier in 
 x is read once, where the ``split`` strategy reads it twice over two launches. The plan
 (``_resident_plan`` in ``templates/row.py.tmpl``) is taken from a rendered candidate."""
 
-import importlib.util
-import uuid
 from importlib.util import find_spec
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -14,15 +12,6 @@ import pytest
 from cutegen.codegen.families.render import knobs
 
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
-
-
-def _module(tmp_path, name: str, **tunables):
-    path = tmp_path / f"plan_{uuid.uuid4().hex[:8]}.py"
-    path.write_text(fd.rendered(name, extra=tuple(tunables.items())))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _check(mod, n_rows, n_cols, vec, extra, esize, sms):
@@ -41,7 +30,7 @@ def _check(mod, n_rows, n_cols, vec, extra, esize, sms):
 
 
 def test_few_long_rows_fill_the_gpu(tmp_path):
-    mod = _module(tmp_path, "layernorm_4m_fp32")
+    mod = fd.rendered_module(tmp_path, "layernorm_4m_fp32")
     # 16 rows of 4M fp32 (16 MiB a row): one row at a time over 128 of 132 SMs (128 KiB each)
     (tpr, _, cluster, chunks, nvec), groups = _check(mod, 16, 1 << 22, 4, 2, 4, 132)
     assert (cluster, groups) == (128, 1)
@@ -56,7 +45,7 @@ def test_few_long_rows_fill_the_gpu(tmp_path):
 
 
 def test_rows_that_do_not_fit_or_fit_one_cta_get_none(tmp_path):
-    mod = _module(tmp_path, "layernorm_4m_fp32")
+    mod = fd.rendered_module(tmp_path, "layernorm_4m_fp32")
     assert mod._resident_plan(4, 1 << 24, 4, 0, 4, 132) is None  # 64 MiB a row: > 132 SMs' smem
     assert mod._resident_plan(4, 1 << 22, 4, 0, 4, 16) is None  # a small GPU
     assert mod._resident_plan(64, 8192, 4, 0, 4, 132) is None  # one CTA holds the row

@@ -9,8 +9,6 @@ twice as many values a row, so 32 threads side by side left a thread 16 rows x 8
 the 64 kept. The plan now halves the threads side by side until the rows fit.
 """
 
-import importlib.util
-import uuid
 from importlib.util import find_spec
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -19,17 +17,8 @@ import pytest
 pytestmark = pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
 
 
-def _module(tmp_path, name: str, **tunables):
-    path = tmp_path / f"plan_{uuid.uuid4().hex[:8]}.py"
-    path.write_text(fd.rendered(name, extra=tuple(tunables.items())))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_bf16_channel_map_trades_columns_for_rows_until_they_fit(tmp_path):
-    plan = _module(tmp_path, "rmsnorm_channels_bf16")._strided_plan
+    plan = fd.rendered_module(tmp_path, "rmsnorm_channels_bf16")._strided_plan
     tc, tr, _, splits, keep = plan(32, 128, 256 * 256, 8, True, 0)
     assert keep and splits == 1
     assert (tc, tr) == (16, 16)  # 8 rows x 8 values a thread; 16 x 16 B side by side
@@ -39,11 +28,11 @@ def test_a_bf16_channel_map_trades_columns_for_rows_until_they_fit(tmp_path):
 
 
 def test_no_keep_where_trading_cannot_fit_or_the_strategy_reloads(tmp_path):
-    plan = _module(tmp_path, "rmsnorm_channels_bf16")._strided_plan
+    plan = fd.rendered_module(tmp_path, "rmsnorm_channels_bf16")._strided_plan
     # 4096 channels: even 4 threads side by side leave too many rows; the threads stay as they were
     tc, tr, _, _, keep = plan(2, 4096, 4096, 8, True, 0)
     assert (tc, tr, keep) == (32, 8, False)
-    reload = _module(tmp_path, "rmsnorm_channels_bf16", strategy="reload")._strided_plan
+    reload = fd.rendered_module(tmp_path, "rmsnorm_channels_bf16", strategy="reload")._strided_plan
     assert reload(32, 128, 256 * 256, 8, True, 0)[:2] == (32, 8)
     assert not reload(32, 128, 256 * 256, 8, True, 0)[4]
     # a reduction (no map) never keeps, and keeps its split
