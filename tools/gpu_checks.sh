@@ -77,6 +77,12 @@
 #                  im2col descriptor, thin transposed groups (2026-12-04): GPU cases (-n 4)  ~3
 #   before-conv    convs reading a computed value (chains.before_conv, 2026-12-04): GPU cases
 #                  (-n 4)                                                                  ~2
+#   split-k        split-K for the implicit GEMM conv (2026-12-04): GPU cases (-n 4)       ~3
+#   split-sweep    split-K and tile settings on the conv tasks with few output tiles, timed
+#                  side by side (tools/conv_sweep.py)                                      ~6
+#   split-host     host_overhead.py on the split-K tasks: the default, then 1 and 8 slices  ~4
+#   split-host2    host_overhead.py per split count and the old 64 x 64 default, twice     ~6
+#   bench-conv-deep  cutegen bench conv-deep (the split-K tasks), 2 evaluations each        ~5
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
 #                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
@@ -329,6 +335,30 @@ for s in "$@"; do
       step before_conv_gpu 200 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -n 4 -p no:cacheprovider -k rec_pre
       mkdir -p "$out/before-conv" && cp runs/conv_gpu/summary*.jsonl "$out/before-conv/" 2>/dev/null ;;
+    split-k)  # split-K for the implicit GEMM conv (fifteenth session): the split cases and the
+      # conv tasks few output tiles, correct through the evaluator, then timed per setting
+      step split_k_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "split_k or deep or rec_sequential or short_k"
+      mkdir -p "$out/split-k" && cp runs/conv_gpu/summary*.jsonl "$out/split-k/" 2>/dev/null ;;
+    split-sweep)
+      step sweep_deep_fp32 150 $py tools/conv_sweep.py conv2d_deep_small_fp32 split_k=1 split_k=2 \
+        split_k=4 tile_m=128,tile_n=128,split_k=1 tile_m=128,tile_n=128,split_k=4 \
+        tile_m=128,tile_n=128,split_k=8 tile_m=128,tile_n=192,split_k=4
+      step sweep_deep_3d 150 $py tools/conv_sweep.py conv3d_deep_small_bf16 split_k=1 split_k=2 \
+        split_k=4 tile_m=128,tile_n=128,split_k=4 tile_m=128,tile_n=256,split_k=4 \
+        tile_m=128,tile_n=256,split_k=8
+      step sweep_deep_chain 150 $py tools/conv_sweep.py conv2d_deep_scale_relu_residual_bf16 \
+        split_k=1 split_k=2 split_k=4 tile_m=128,tile_n=128,split_k=4 \
+        tile_m=128,tile_n=256,split_k=4 ;;
+    split-host)  # the split-K defaults: kernels alone (a CUDA graph), host and span per call
+      step split_host 150 $py tools/host_overhead.py conv2d_deep_small_fp32 conv3d_deep_small_bf16 \
+        conv2d_deep_scale_relu_residual_bf16 --calls 50 --json "$out/split_host.json"
+      for s in 1 8; do
+        step "split_host_$s" 120 $py tools/host_overhead.py conv2d_deep_small_fp32 \
+          conv3d_deep_small_bf16 conv2d_deep_scale_relu_residual_bf16 --calls 50 --set split_k=$s
+      done ;;
+    bench-conv-deep)
+      bench_suite conv-deep 0 --max-evals 2 ;;
     kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
       [ -d .kb/level1 ] || { echo "kb-new: carry .kb (KernelBench's level1 / level2)" | tee -a "$out/steps.log"; continue; }
       step kb_new 300 $py -m cutegen bench --kernelbench .kb --level 1 --problems 86,97 --max-evals 1 \

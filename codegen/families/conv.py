@@ -58,6 +58,13 @@ per output column q, the S input pixels its window reads (``q * stride + s * dil
 S * C channels, and the GEMM runs a (T, R, 1) filter over them with stride 1 along W
 (:func:`fold_pays` decides the default).
 
+**Split-K** (``split_k``, the default from :func:`split_k_for` at the main shape): where the
+output has tiles for fewer than half the SMs and K (filter taps x channels) is long, e.g.
+512 channels over a 7 x 7 map, the GEMM's k tiles are cut into up to 8 slices, each a tile of
+its own for the persistent scheduler, writing an fp32 partial output; a second kernel
+(``ConvSplitReduceKernel``) sums the slices in a fixed order and applies the chain. Not for
+phased launches or a channel reduction fused into the epilogue (ignored there).
+
 **Channel reductions in the epilogue** (``fuse_channel``, :func:`channel_fusable`): when the
 first tail is a sum / mean / amax / amin / logsumexp over the channels (``torch.min(x, dim=1)``
 and the like) with a post chain of single values, one group and at most 256 output channels,
@@ -71,8 +78,7 @@ channels, the conv writes its output and the ChannelKernel tail reduces it.
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
-``phased``, ``fuse_channel``,
-``cluster_m`` /
+``phased``, ``fuse_channel``, ``split_k``, ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
@@ -189,6 +195,57 @@ def _default_tiles(plan: Plan, kg: int, tile_ns: list[int],
     return tile_m, tile_n
 
 
+def gemm_k_tiles(plan: Plan, tile_k: int, precision: str, fold: bool) -> int:
+    """The k tiles of the implicit GEMM's main loop (filter taps x channel tiles, x 3 for
+    3xTF32's parts; W taps folded into the channels with ``fold``)."""
+    groups = int(plan.param("groups", 1))
+    cg = int(plan.param("in_channels", 1)) // groups
+    kernel = [int(k) for k in (plan.param("kernel") or (1,))]
+    channels, taps = (cg * kernel[-1], kernel[:-1]) if fold else (cg, kernel)
+    k_tiles = -(-channels // tile_k) * (3 if precision == "3xtf32" else 1)
+    for k in taps:
+        k_tiles *= k
+    return k_tiles
+
+
+#: 3xTF32 convs whose main loop has at most this many k tiles promote the tensor cores'
+#: accumulator into the FADD fragment after every k tile (``promote`` 1) instead of every
+#: PROMOTE_DEFAULT: a short loop costs little more, and the error is 2.6x smaller
+#: (tools/accuracy_probe.py on KernelBench L1 86's 1x1 conv, 64 channels, 6 k tiles, H200,
+#: 2026-12-04: rmse against float64 4.7e-8 with 1, 1.2e-7 with 4, 2.0e-7 with 0). The
+#: evaluator's fallback for elements past atol + rtol |ref| (inputs scaled by 1e3) admits a
+#: kernel only within 2x the rmse of the task's own fp32 reference (6.5e-8 there): with 4,
+#: that task was wrong whenever the "large" inputs were drawn.
+SHORT_K_TILES = 8
+
+
+def split_k_for(plan: Plan, tiles: tuple[int, int, int], precision: str, fold: bool,
+                sms: int = _SMS) -> int:
+    """``split_k`` of the default candidate at the task's main shape with ``tiles``: where
+    the output has tiles for fewer than half the SMs (many channels over a small map: a
+    CNN's late layers, a 3-D conv over a few voxels), the largest power of two of K slices
+    (at most 8) that keeps slices x tiles within the SMs and each slice at least 16 k tiles
+    long; else 1. A fixed count: the compiled kernels serve every shape (a slice with no k
+    tile adds zeros). Measured on the H200 (tools/conv_sweep.py, 2026-12-04): 512 -> 512
+    channels over 16 x 7 x 7 in 3xTF32, 304 us with 64 x 64 tiles, 118 us with 128 x 192 and
+    4 slices; a 3-D 256 -> 256 over 4 x 8^3 in bf16, 80 us against 36-40 us with 4 slices of
+    128-row tiles, 132 us with 8 slices of 13-14 k tiles."""
+    shape = plan.param("conv_shape") or ()
+    if not shape:
+        return 1
+    pixels = 1
+    for d in (shape[:1] + shape[2:]):
+        pixels *= int(d)
+    groups = int(plan.param("groups", 1))
+    kg = int(plan.param("out_channels", 1)) // groups
+    tm, tn, tk = tiles
+    k_tiles = gemm_k_tiles(plan, tk, precision, fold)
+    n_tiles = -(-pixels // tm) * -(-kg // tn) * groups
+    if 2 * n_tiles > sms:
+        return 1
+    return next(s for s in (8, 4, 2, 1) if s * n_tiles <= sms and k_tiles >= 16 * s or s == 1)
+
+
 def pointwise_gemm(plan: Plan) -> bool:
     """Whether the conv is 1x1 with stride 1, no padding and one group (forward): a batched
     GEMM over the NC(D)HW tensors as they are (``gemm_1x1``; bf16 / fp16 only, as tf32
@@ -246,16 +303,25 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     foldable = not plan.param("transposed") and taps_w > 1
     fold = foldable and fold_pays(cg, taps_w, tile_ks, fp32)
     pointwise = pointwise_gemm(plan) and not fp32
-    values = {"tile_m": tile_m, "tile_n": tile_n,
-              "tile_k": tile_k_for(taps_w * cg if fold else cg, tile_ks, fp32),
+    tile_k = tile_k_for(taps_w * cg if fold else cg, tile_ks, fp32)
+    phased = bool(plan.param("transposed")) and any(
+        int(v) > 1 for v in (plan.param("stride") or ()))
+    split = 1
+    if not (phased or fuse or pointwise):
+        # few output tiles and a long K: full-height tiles cut along K beat narrower tiles
+        # (split_k_for's measurements)
+        big = (128, next((n for n in tile_ns if n >= kg), tile_ns[-1]))
+        split = split_k_for(plan, (*big, tile_k), precision, fold)
+        if split > 1:
+            tile_m, tile_n = big
+    values = {"tile_m": tile_m, "tile_n": tile_n, "tile_k": tile_k, "split_k": split,
               "fold": fold, "cluster_m": 1, "cluster_n": 1, "stages": 0,
               "raster": "m", "swizzle": 1,
-              "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
+              "promote": (0 if precision != "3xtf32" else 1 if gemm_k_tiles(
+                  plan, tile_k, precision, fold) <= SHORT_K_TILES else PROMOTE_DEFAULT),
               "precision": precision}
     if pointwise:
         values["gemm_1x1"] = True
-    phased = bool(plan.param("transposed")) and any(
-        int(v) > 1 for v in (plan.param("stride") or ()))
     if phased:
         values["phased"] = True
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
@@ -263,7 +329,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
                "promote": PROMOTE_CHOICES if fp32 else [0],
                "fold": [False, True] if foldable else [False],
-               "precision": [precision]}
+               "precision": [precision], "split_k": [1] if phased else [1, 2, 4, 8]}
     if pointwise:
         choices["gemm_1x1"] = [False, True]
     if phased:

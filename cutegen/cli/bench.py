@@ -295,8 +295,8 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     \b
     Suites (benchmarks/suites/): tierA (bf16 memory-bound), fp32, memory (both), gemm,
     reduce (reductions, norms, pooling), long (rows past a CTA), conv, conv-quick,
-    conv-chains, conv-norms and conv-direct (parts of conv), all; or a .toml file of your
-    own.
+    conv-chains, conv-norms, conv-direct and conv-deep (parts of conv), all; or a .toml
+    file of your own.
     Examples:
       cutegen bench tierA --out bench-out/
       cutegen bench memory --jobs 2 --out bench-out/   (two GPUs: two tasks at a time)

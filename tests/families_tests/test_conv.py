@@ -4,6 +4,7 @@
 conv moves."""
 
 import ast
+import math
 from dataclasses import replace
 
 import _cutegen_famdata as fd  # registered by conftest.py
@@ -37,7 +38,12 @@ BUNDLED = {
     "conv_transpose3d_bf16": ("conv_transpose", _IG, "add", {}, {"output_padding": (1, 1, 1)}),
     "conv_transpose1d_bf16": ("conv_transpose", _IG, "add", {},
                               {"groups": 2, "dilation": (2,), "output_padding": (1,)}),
+    "conv2d_deep_small_fp32": ("conv", _IG, "add", {}, {"in_channels": 512,
+                                                       "precision_modes": ("3xtf32",)}),
+    "conv3d_deep_small_bf16": ("conv", _IG, "add", {}, {"dims": 3, "out_channels": 256}),
     "conv2d_relu_bias_bf16": ("conv", _IG, "add, relu, add", {"p_bias": "col"}, {}),
+    "conv2d_deep_scale_relu_residual_bf16": ("conv", _IG, "mul, relu, add",
+                                             {"p_scale": "col", "residual": "full"}, {}),
     "conv2d_mul_leakyrelu_gelu_bf16": ("conv", _IG, "add, mul, leaky_relu, gelu",
                                        {"p_multiplier": "col"}, {}),
     "conv2d_sub_tanh_sub_fp32": ("conv", _IG, "add, sub, tanh, sub",
@@ -100,6 +106,8 @@ EXTRA = {
                                                     ("squeeze", (("dim", -1),)))}),
     "rec_sequential_fp32": ("conv", _IG, "add, relu", {"p_features_0_bias": "col"},
                             {"module": "features.0"}),
+    "rec_pointwise_short_k_fp32": ("conv", _IG, "-", {}, {"kernel": (1, 1),
+                                                         "precision_default": "3xtf32"}),
     "rec_transposed_zero_insert_bf16": ("conv_transpose", _IG, "add, relu, add", {"r": "full"},
                                         {"stride": (2, 2), "dilation": (2, 2)}),
     "rec_transposed_functional_fp32": ("conv_transpose", _IG, "add", {"s": "scalar", "w": "full"},
@@ -268,6 +276,59 @@ def test_phased_offered_for_strided_transposed_convs():
         assert "phased" not in values and "phased" not in choices, name
     labels = [label for label, _ in CONV_VARIANTS]
     assert labels.index("zero-inserted") < labels.index("cluster 2x1")
+
+
+#: conv tasks with few output tiles and a long K: (tile_n, split_k) of the default
+_SPLIT_DEFAULTS = {"conv2d_deep_small_fp32": (192, 4), "conv3d_deep_small_bf16": (256, 4),
+                   "conv2d_deep_scale_relu_residual_bf16": (256, 4)}
+
+
+def test_split_k_where_few_tiles_hold_a_long_k():
+    """``split_k``: the default cuts K into slices (full-height tiles) only where the main
+    shape's output has tiles for fewer than half the SMs and each slice keeps at least 16 k
+    tiles, slices x tiles within the SMs; 1 for every other conv task (most have thousands of
+    tiles), for phased transposed convs (no choice) and under a fused channel reduction."""
+    from cutegen.codegen.families.conv import conv_knobs, split_k_for
+
+    for name, (tile_n, split) in _SPLIT_DEFAULTS.items():
+        plan = fd.plan_of(name)
+        values, choices = conv_knobs(plan)
+        assert (values["tile_m"], values["tile_n"], values["split_k"]) == (128, tile_n, split)
+        assert choices["split_k"] == [1, 2, 4, 8], name
+        shape = plan.param("conv_shape")
+        pixels = shape[0] * math.prod(shape[2:])
+        tiles = -(-pixels // 128) * -(-shape[1] // tile_n)
+        assert 2 * tiles <= 132 and split * tiles <= 132, (name, tiles)
+        # on a GPU with no more SMs than the output has tiles: no split
+        assert split_k_for(plan, (128, tile_n, values["tile_k"]), values["precision"],
+                           values["fold"], sms=tiles) == 1
+    for name in [*BUNDLED, *EXTRA, *CHAINED]:
+        if name in _SPLIT_DEFAULTS:
+            continue
+        plan = fd.plan_of(name)
+        if plan.family != "conv" or plan.param("algo") == "direct":
+            continue
+        values, choices = conv_knobs(plan)
+        assert values["split_k"] == 1, name
+        if values.get("phased"):
+            assert choices["split_k"] == [1], name
+
+
+def test_short_3xtf32_main_loops_promote_every_k_tile():
+    """3xTF32 convs of at most SHORT_K_TILES k tiles promote the tensor cores' accumulator
+    after every k tile (2.6x less error on the H200, for little time in a short loop); longer
+    ones every PROMOTE_DEFAULT; bf16 not at all."""
+    from cutegen.codegen.families.conv import SHORT_K_TILES, conv_knobs, gemm_k_tiles
+    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
+
+    plan = fd.plan_of("rec_pointwise_short_k_fp32")
+    values, choices = conv_knobs(plan)
+    assert gemm_k_tiles(plan, values["tile_k"], "3xtf32", values["fold"]) == 6 <= SHORT_K_TILES
+    assert values["promote"] == 1 and 1 in choices["promote"]
+    for name in ("conv2d_fp32", "conv3d_fp32", "conv2d_deep_small_fp32", "conv1d_strided_fp32"):
+        values, _ = conv_knobs(fd.plan_of(name))
+        assert values["promote"] == PROMOTE_DEFAULT, name
+    assert conv_knobs(fd.plan_of("conv2d_bf16"))[0]["promote"] == 0
 
 
 #: conv tasks whose first tail is a channel reduction the conv's epilogue takes:

@@ -7,7 +7,7 @@ two pack kernels. Direct candidates (depthwise): one ``DirectConvKernel`` summin
 cores (``FFMA``, no HGMMA). Every kernel: no local memory (no LDL / STL, zero stack frame).
 
 Tail kernels (GroupNorm, BatchNorm, pooling, plane and channel reductions) must be there and
-free of local memory too. Cases (20 compiles, run by ``family_compile_driver.py`` in two child
+free of local memory too. Cases (about 30 compiles, run by ``family_compile_driver.py`` in two child
 processes at once; nothing of the DSL is imported here; every bundled conv task compiled
 clean once, see the issue-20 report). The kernels take every size at run time, so one shape
 per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it), bf16,
@@ -28,7 +28,10 @@ kernel's epilogue (``fuse_channel``: a mean over 96 channels after a per-channel
 maximum over the channels of a strided transposed conv times a full operand): no
 ChannelKernel then; a dilated window wider than the im2col descriptor encodes on the direct
 kernel; a transposed conv of thin groups (8 input channels) as one implicit GEMM a group.
-Forward implicit GEMMs stage their tile through shared memory for the stores (128-bit
+Split-K (the default of convs with few output tiles and a long K, forced on a grouped
+conv): the conv kernel stores fp32 partial outputs and ``ConvSplitReduceKernel`` sums the
+slices with 128-bit loads and applies the chain. Forward implicit GEMMs stage their tile
+through shared memory for the stores (128-bit
 stores asserted where the output plane allows them; a fused channel reduction reads the
 staged tile one value a pixel and channel and stores one value a pixel).
 """
@@ -66,6 +69,10 @@ CASES = [
     ("rec_wide_dilated_fp32", {}, 0), ("rec_transposed_grouped_thin_fp32", {}, 0),
     *((name, {}, 0) for name in sorted(fd.CONV_TASK_BEFORE)),
     ("rec_pre_depthwise_pointwise_bf16", {}, 1),
+    # split-K (few output tiles, a long K: the default of these two; a grouped conv forced)
+    ("conv2d_deep_small_fp32", {}, 1), ("conv2d_deep_scale_relu_residual_bf16", {}, 0),
+    ("conv2d_grouped_bf16", {"split_k": 2}, 0),
+    ("rec_pointwise_short_k_fp32", {}, 0),  # 3xTF32, promoted after every k tile
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
@@ -172,6 +179,13 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     if name in _WIDE_STORES:
         assert ops.get("STG.E.128", 0) > 0 and not any(
             op in ops for op in ("STG.E", "STG.E.U16", "STG.E.64")), ops
+    # split-K: the conv kernel's fp32 partial outputs, then one kernel summing the slices
+    # (128-bit loads of each: these outputs' sizes are multiples of 4) with the chain
+    split = values.get("split_k", 1) > 1 and not fused and not values.get("phased")
+    summed = [k for n, k in kernels.items() if "ConvSplitReduceKernel" in n]
+    assert len(summed) == int(split), list(kernels)
+    if split:
+        assert summed[0]["ops"].get("LDG.E.128", 0) > 0, summed[0]["ops"]
     pack = [k for n, k in kernels.items() if "ConvPackKernel" in n][0]["ops"]
     assert pack.get("LDS.64", 0) > 0, pack  # channel pairs, one 64-bit shared read
     assert mma.get("UTMALDG.5D.IM2COL", 0) > 0, f"no im2col TMA loads: {mma}"

@@ -10,7 +10,8 @@ or a ``conv_tasks/rec_*`` task into a candidate and evaluates it with
 no baselines) and asserts the verdict is ``correct``. Cases: the default candidate of every
 conv task (the chains of a conv kernel and other families' kernels among them), then a few knob values on ``conv2d_bf16`` / ``conv2d_fp32`` (64-row tiles,
 clusters with multicast, narrow k tiles, stages, promotion off and on) and on the direct
-kernel (tile width, rows per thread), and the W-tap fold on and off (``-k fold``).
+kernel (tile width, rows per thread), the W-tap fold on and off (``-k fold``) and split-K
+(``-k split_k``).
 ``smoke`` selects one case per kernel path: bf16 and
 3xTF32 implicit GEMM, a strided transposed conv (one GEMM per output phase) and one on the
 zero-inserted input, grouped, 3-D with tails (softmax over channels, max pooling), GroupNorm
@@ -41,7 +42,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_grouped_thin_asym_bf16", "rec_pointwise_chain_bf16",
                                  "rec_channel_mean_bf16", "rec_transposed_channel_amax_fp32",
                                  "rec_conv1d_channel_sum_fp32", "rec_wide_dilated_fp32",
-                                 "rec_transposed_grouped_thin_fp32",
+                                 "rec_transposed_grouped_thin_fp32", "rec_pointwise_short_k_fp32",
                                  *sorted(fd.CONV_TASK_CHAINS), *sorted(fd.CONV_TASK_BEFORE)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
@@ -73,6 +74,17 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("rec_channel_mean_bf16", (("fuse_channel", False),)),
           ("rec_transposed_channel_amax_fp32", (("phased", False),)),
           ("rec_min_tanh_bf16", (("tile_m", 64),)),
+          # split-K (fp32 partial outputs, then ConvSplitReduceKernel with the chain): 3xTF32,
+          # bf16, groups (a workspace slice a group), a full residual and per-channel scale in
+          # the reduce kernel's chain, a stride-1 transposed conv, 1-D with more slices than
+          # some hidden shapes have k tiles (empty slices add zeros), big tiles on few pixels
+          ("conv2d_fp32", (("split_k", 4),)), ("conv2d_bf16", (("split_k", 2),)),
+          ("conv2d_grouped_bf16", (("split_k", 2),)), ("conv2d_residual_bf16", (("split_k", 4),)),
+          ("conv_transpose2d_s1_fp32", (("split_k", 2),)), ("conv1d_bf16", (("split_k", 8),)),
+          ("conv2d_deep_small_fp32", (("split_k", 4),)),
+          ("conv2d_deep_small_fp32", (("split_k", 8), ("tile_m", 128), ("tile_n", 128))),
+          ("conv3d_deep_small_bf16", (("split_k", 4), ("tile_m", 128), ("tile_n", 128))),
+          ("conv2d_deep_scale_relu_residual_bf16", (("split_k", 4),)),
           # few input channels: the direct kernel beside the implicit GEMM (plans[1] here;
           # conv2d_avgpool_sigmoid_sum_fp32 takes it first)
           ("conv3d_scale_globalavg_bias_fp32", (("plan", 1),)),

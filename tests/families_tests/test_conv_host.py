@@ -76,15 +76,17 @@ def _host_log(name: str) -> dict:
     return fd.run_child(_DRIVER, name, timeout=300)
 
 
-@pytest.mark.parametrize("name, runs, groups", [
-    ("conv2d_bf16", 1, 1),
-    ("conv2d_grouped_bf16", 1, 4),
-    ("conv_transpose2d_bf16", 4, 1),  # stride 2 in two dims: four output phases
+@pytest.mark.parametrize("name, runs, groups, split", [
+    ("conv2d_bf16", 1, 1, 0),
+    ("conv2d_grouped_bf16", 1, 4, 0),
+    ("conv_transpose2d_bf16", 4, 1, 0),  # stride 2 in two dims: four output phases
+    # split-K by default (a fixed count: at this small shape too): the slices' sum last
+    ("conv2d_deep_small_fp32", 1, 1, 1),
 ])
-def test_the_filter_is_packed_once_per_weight_and_shape(name, runs, groups):
+def test_the_filter_is_packed_once_per_weight_and_shape(name, runs, groups, split):
     log = _host_log(name)
-    full = ["cpack"] + ["wpack"] * runs + ["conv"] * (runs * groups)
-    packed = ["cpack"] + ["conv"] * (runs * groups)
+    full = ["cpack"] + ["wpack"] * runs + ["conv"] * (runs * groups) + ["csplit"] * split
+    packed = ["cpack"] + ["conv"] * (runs * groups) + ["csplit"] * split
     # the first call packs the filter of every run; the next reuse it, whatever the input
     assert sorted(log["first"]["kinds"]) == sorted(full), log["first"]
     assert log["second"]["kinds"] == packed, log["second"]
@@ -102,3 +104,13 @@ def test_the_filter_is_packed_once_per_weight_and_shape(name, runs, groups):
     # compile time) marshalled once; the stream
     assert log["arg_types"][3:7] == ["_Marshalled"] * 4, log["arg_types"]
     assert log["geo_read"] == log["geo_vals"] and len(log["geo_vals"]) > 10
+
+
+def test_split_k_is_off_for_outputs_past_32_bit_offsets(tmp_path):
+    """The K slices sit one output apart in the workspace, at 32-bit offsets: an output of
+    2^31 elements or more takes one slice whatever ``split_k`` says."""
+    mod = fd.rendered_module(tmp_path, "conv2d_deep_small_fp32")
+    assert mod.TUNABLES["split_k"] == 4
+    assert mod._conv_splits({"out_shape": (16, 512, 7, 7)}, 4) == 4
+    assert mod._conv_splits({"out_shape": (16, 512, 7, 7)}, 1) == 1
+    assert mod._conv_splits({"out_shape": (2048, 512, 64, 32)}, 8) == 1
