@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import textwrap
 
-from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, PROMOTE_DEFAULT
+from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, promote_for
 from cutegen.codegen.families.operands import Operands
 from cutegen.codegen.families.operands import source as _plain_source
 from cutegen.codegen.families.plan import Leaf, Plan
@@ -208,17 +208,6 @@ def gemm_k_tiles(plan: Plan, tile_k: int, precision: str, fold: bool) -> int:
     return k_tiles
 
 
-#: 3xTF32 convs whose main loop has at most this many k tiles promote the tensor cores'
-#: accumulator into the FADD fragment after every k tile (``promote`` 1) instead of every
-#: PROMOTE_DEFAULT: a short loop costs little more, and the error is 2.6x smaller
-#: (tools/accuracy_probe.py on KernelBench L1 86's 1x1 conv, 64 channels, 6 k tiles, H200,
-#: 2026-12-04: rmse against float64 4.7e-8 with 1, 1.2e-7 with 4, 2.0e-7 with 0). The
-#: evaluator's fallback for elements past atol + rtol |ref| (inputs scaled by 1e3) admits a
-#: kernel only within 2x the rmse of the task's own fp32 reference (6.5e-8 there): with 4,
-#: that task was wrong whenever the "large" inputs were drawn.
-SHORT_K_TILES = 8
-
-
 def split_k_for(plan: Plan, tiles: tuple[int, int, int], precision: str, fold: bool,
                 sms: int = _SMS) -> int:
     """``split_k`` of the default candidate at the task's main shape with ``tiles``: where
@@ -317,8 +306,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     values = {"tile_m": tile_m, "tile_n": tile_n, "tile_k": tile_k, "split_k": split,
               "fold": fold, "cluster_m": 1, "cluster_n": 1, "stages": 0,
               "raster": "m", "swizzle": 1,
-              "promote": (0 if precision != "3xtf32" else 1 if gemm_k_tiles(
-                  plan, tile_k, precision, fold) <= SHORT_K_TILES else PROMOTE_DEFAULT),
+              "promote": promote_for(precision, gemm_k_tiles(plan, tile_k, precision, fold)),
               "precision": precision}
     if pointwise:
         values["gemm_1x1"] = True

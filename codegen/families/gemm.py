@@ -83,6 +83,26 @@ _REDUCES = ("sum", "mean", "amax", "logsumexp")
 #: registers for a second fragment).
 PROMOTE_CHOICES = [0, 1, 2, 3, 4, 6, 8]
 PROMOTE_DEFAULT = 4
+#: 3xTF32 products whose main loop has at most this many k tiles promote after every k tile
+#: (``promote`` 1) instead of every PROMOTE_DEFAULT. The evaluator's fallback for elements
+#: past atol + rtol |ref| (inputs scaled by 1e3) admits a kernel only within 2x the rmse of
+#: the task's own fp32 reference, whose error is small over a short K: KernelBench L1 86's
+#: 1x1 conv (64 channels, 6 k tiles) had 2.4x with promote 4 and was wrong whenever its
+#: "large" inputs were drawn; tools/accuracy_probe.py on the H200 (2026-12-04): rmse against
+#: float64 4.7e-8 with promote 1, 1.2e-7 with 4, 2.0e-7 with 0. The truncating-accumulator
+#: model of test_gemm_compile.py (1.3x pessimistic there: 3.1x for 4) puts promote 4 at 2.0x
+#: fp32's rmse at 12 k tiles, 1.5x at 24, 1.1x at 48; promote 1 stays below 1x from 9 k
+#: tiles on. A short loop pays little for the extra promotions.
+SHORT_K_TILES = 24
+
+
+def promote_for(precision: str, k_tiles: int | None) -> int:
+    """The default ``promote``: 0 unless 3xTF32; 1 for a main loop of at most
+    SHORT_K_TILES k tiles (``k_tiles`` at the main shape; None: unknown), else
+    PROMOTE_DEFAULT."""
+    if precision != "3xtf32":
+        return 0
+    return 1 if k_tiles is not None and k_tiles <= SHORT_K_TILES else PROMOTE_DEFAULT
 #: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
 #: promoted) do not fit in the consumers' 232 registers.
 FP32_TILE_N = [64, 128, 192]
@@ -91,6 +111,16 @@ FP32_TILE_N = [64, 128, 192]
 def _precision(plan: Plan) -> str:
     return plan.param("precision_default") or {"float16": "fp16"}.get(
         plan.leaf(plan.param("a")).dtype, "bf16")
+
+
+def _k_extent(plan: Plan) -> int | None:
+    """K of the product at the task's main shape (A's columns, or its rows when A is stored
+    transposed); None when the plan does not hold A's shape."""
+    a = plan.param("a")
+    shape = tuple(plan.leaf(a).shape or ()) if a else ()
+    if len(shape) < 2:
+        return None
+    return int(shape[-1] if plan.param("a_major") == "k" else shape[-2])
 
 
 def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
@@ -104,10 +134,12 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     fp32 = precision in ("tf32", "3xtf32")
     # fp32 (3xTF32) tile_n 192: on an H200 (tools/bench_gemm.py, 2026-11-30) 1.94x eager
     # fp32 at 4096^3 and 2.28x at 8192^3, against 1.35x / 1.37x with 128, at the same error
-    values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": 64 if not fp32 else 32,
+    tile_k = 64 if not fp32 else 32
+    k = _k_extent(plan)
+    values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": tile_k,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
               "swizzle": 1, "epilogue": "tma", "split_k": 0,
-              "promote": PROMOTE_DEFAULT if precision == "3xtf32" else 0,
+              "promote": promote_for(precision, None if k is None else 3 * -(-k // tile_k)),
               "precision": precision}
     choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256] if not fp32 else FP32_TILE_N,
                "tile_k": [32, 64, 128] if not fp32 else [16, 32, 64],

@@ -318,8 +318,8 @@ def test_short_3xtf32_main_loops_promote_every_k_tile():
     """3xTF32 convs of at most SHORT_K_TILES k tiles promote the tensor cores' accumulator
     after every k tile (2.6x less error on the H200, for little time in a short loop); longer
     ones every PROMOTE_DEFAULT; bf16 not at all."""
-    from cutegen.codegen.families.conv import SHORT_K_TILES, conv_knobs, gemm_k_tiles
-    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
+    from cutegen.codegen.families.conv import conv_knobs, gemm_k_tiles
+    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT, SHORT_K_TILES
 
     plan = fd.plan_of("rec_pointwise_short_k_fp32")
     values, choices = conv_knobs(plan)

@@ -144,19 +144,48 @@ def test_gemm_compiles_to_hgmma_without_spills(index, compiled):
 
 
 def test_promote_knob_defaults_and_choices():
-    """``promote`` is on by default for 3xtf32 only; fp32 tiles stop where two accumulator
-    fragments still fit in registers; bf16 / fp16 offer no promotion."""
+    """``promote`` is on by default for 3xtf32 only (after every k tile where the main loop
+    is short, see test_short_main_loops_promote_every_k_tile); fp32 tiles stop where two
+    accumulator fragments still fit in registers; bf16 / fp16 offer no promotion."""
     from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 
     for name in gp.PLANS:
         values, choices = gp.gemm_knobs_of(name)
         assert values["promote"] in choices["promote"]
         if values["precision"] == "3xtf32":
-            assert values["promote"] == PROMOTE_DEFAULT > 0
+            assert values["promote"] in (1, PROMOTE_DEFAULT) and PROMOTE_DEFAULT > 1
         if values["precision"] in ("tf32", "3xtf32"):
             assert 0 in choices["promote"] and max(choices["tile_n"]) <= 192
         else:
             assert values["promote"] == 0 and choices["promote"] == [0]
+
+
+def test_short_main_loops_promote_every_k_tile():
+    """3xTF32 GEMMs of at most SHORT_K_TILES k tiles (3 per tile_k of K) promote after every
+    k tile, longer ones every PROMOTE_DEFAULT: K from A's shape, stored either way."""
+    from dataclasses import replace
+
+    from cutegen.codegen.families.gemm import (
+        PROMOTE_DEFAULT,
+        SHORT_K_TILES,
+        gemm_knobs,
+        promote_for,
+    )
+
+    assert promote_for("3xtf32", SHORT_K_TILES) == 1
+    assert promote_for("3xtf32", SHORT_K_TILES + 1) == PROMOTE_DEFAULT
+    assert promote_for("3xtf32", None) == PROMOTE_DEFAULT
+    assert promote_for("tf32", 3) == promote_for("bf16", 3) == 0
+    for k, want in ((64, 1), (256, 1), (288, PROMOTE_DEFAULT), (2048, PROMOTE_DEFAULT)):
+        for major, shape in (("k", (512, k)), ("m", (k, 512))):
+            a = replace(gp._in("A", "float32"), shape=shape)
+            b = replace(gp._in("B", "float32"), shape=(k, 256))
+            plan = gp._plan(a, b, a_major=major, precision="3xtf32", out_dtype="float32")
+            assert gemm_knobs(plan)[0]["promote"] == want, (k, major)
+    # a plan without A's shape: the default
+    plan = gp._plan(gp._in("A", "float32"), gp._in("B", "float32"), precision="3xtf32",
+                    out_dtype="float32")
+    assert gemm_knobs(plan)[0]["promote"] == PROMOTE_DEFAULT
 
 
 # ---- a CPU model of the truncating tensor-core accumulator (the promotion hypothesis) ----
@@ -250,3 +279,26 @@ def test_truncating_accumulator_model():
     exact = [x.astype(np.float64) @ y.astype(np.float64)
              for x, y in (_pack_3xtf32(a, b, tile_k), _pack_3xtf32(a, b, 0))]
     assert np.allclose(exact[0], exact[1], rtol=0, atol=1e-9)
+
+
+def test_truncating_model_short_k():
+    """The same model over a short K (64: KernelBench L1 86's 1x1 conv, six k tiles of
+    3xTF32): promoting every PROMOTE_DEFAULT k tiles leaves more than twice fp32's rmse (the
+    evaluator's bound where its "large" inputs push elements past atol; the H200 measured
+    2.4x), promoting after every k tile less than fp32's (SHORT_K_TILES)."""
+    from cutegen.codegen.families.gemm import PROMOTE_DEFAULT, SHORT_K_TILES
+
+    rng = np.random.default_rng(0)
+    m, k, n, tile_k = 128, 64, 128, 32
+    assert 3 * k // tile_k <= SHORT_K_TILES
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def rmse(c):
+        return math.sqrt(float(((c.astype(np.float64) - ref) ** 2).mean()))
+
+    fp32 = rmse(fp32_fma_gemm(a, b))
+    packed = _pack_3xtf32(a, b, tile_k)
+    assert rmse(truncating_tc_gemm(*packed, promote_k=PROMOTE_DEFAULT * tile_k)) > 2 * fp32
+    assert rmse(truncating_tc_gemm(*packed, promote_k=tile_k)) < fp32
