@@ -82,6 +82,9 @@
 #                  side by side (tools/conv_sweep.py)                                      ~6
 #   split-host     host_overhead.py on the split-K tasks: the default, then 1 and 8 slices  ~4
 #   split-host2    host_overhead.py per split count and the old 64 x 64 default, twice     ~6
+#   promote-short  3xTF32 with short main loops promoted after every k tile: the tasks whose
+#                  default changed (correct, then promote 1 against 4 timed), KernelBench L1
+#                  86 and 7 through the CLI (carry .kb)                                  ~12
 #   bench-conv-deep  cutegen bench conv-deep (the split-K tasks), 2 evaluations each        ~5
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
@@ -357,6 +360,22 @@ for s in "$@"; do
         step "split_host_$s" 120 $py tools/host_overhead.py conv2d_deep_small_fp32 \
           conv3d_deep_small_bf16 conv2d_deep_scale_relu_residual_bf16 --calls 50 --set split_k=$s
       done ;;
+    promote-short)  # 3xTF32 with short main loops promoted after every k tile (2026-12-04,
+      # fifteenth session): the tasks whose default changed, correct and timed (promote 1
+      # against the old 4), then KernelBench L1 86 (wrong under its 1e3-scaled inputs before)
+      # and L1 7 (K = 64) through the CLI
+      step promote_conv_gpu 200 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 4 -p no:cacheprovider -k "conv1d_mish or short_k or rec_sequential or rec_pre_two"
+      step promote_gemm_gpu 300 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q -s \
+        -p no:cacheprovider -k "chain_ and fp32 or triu_bmm"
+      for p in 1 4; do
+        step "promote_host_$p" 120 $py tools/host_overhead.py conv1d_mish_fp32 \
+          tests/families_tests/gemm19_tasks/chain_matmul_softmax_fp32.py \
+          tests/families_tests/gemm19_tasks/chain_mlp_fp32.py --calls 50 --set promote=$p
+      done
+      [ -d .kb/level1 ] && step promote_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 \
+        --problems 86,7 --max-evals 1 --db /tmp/cutegen-promote-kb.db --out "$out/promote-kb" \
+        --no-reports ;;
     bench-conv-deep)
       bench_suite conv-deep 0 --max-evals 2 ;;
     kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
