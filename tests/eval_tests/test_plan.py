@@ -15,13 +15,35 @@ def test_verification_plan_covers_distributions_hidden_shapes_and_determinism():
     calls = verification_plan(shapes, DISTS, main_trials=3, rng=rng)
     assert [c.k for c in calls] == list(range(len(calls)))
     main = [c for c in calls if c.role == "verify" and c.shape == 0]
-    assert len(main) == 3 and main[0].dist == "randn" and len({c.dist for c in main}) == 3
+    # three drawn main trials, then one for the distribution the hidden shapes left out
+    assert len(main) == 4 and main[0].dist == "randn" and len({c.dist for c in main}) == 4
     assert {c.shape for c in calls if c.role == "verify"} == {0, 1, 2}
     det = calls[-1]
     assert det.role == "determinism" and det.seed == calls[0].seed and det.dist == calls[0].dist
     assert det.pattern != calls[0].pattern
     assert all(c.compare_now for c in calls)
     assert len({c.seed for c in calls[:-1]}) == len(calls) - 1
+
+
+def test_every_distribution_is_checked_in_every_evaluation():
+    """All the task's distributions in each plan, whatever the draw: the hidden shapes take
+    the ones the main trials left out, and main-shape trials the rest (KernelBench L1 86 was
+    wrong in the evaluations that drew "large", correct in the others)."""
+    rng = secrets.SystemRandom()
+    three = [ShapeInfo("main"), ShapeInfo("batch_size=1"), ShapeInfo("batch_size=17")]
+    for shapes, dists, extra in ((three, DISTS, 1), (three[:1], DISTS, 3),
+                                 (three, DISTS[:4], 0), (three, ("randn", "uniform"), 0)):
+        for _ in range(20):
+            calls = verification_plan(shapes, dists, main_trials=3, rng=rng)
+            verify = [c for c in calls if c.role == "verify"]
+            assert {c.dist for c in verify} == set(dists)
+            assert len(verify) == 3 + len(shapes) - 1 + extra
+            assert {c.shape for c in verify} == set(range(len(shapes)))
+            assert calls[0].dist == "randn" and calls[-1].role == "determinism"
+    # the order stays a draw: which hidden shape takes which left-out distribution varies
+    seen = {tuple(c.dist for c in verification_plan(three, DISTS, main_trials=3, rng=rng)[3:5])
+            for _ in range(40)}
+    assert len(seen) > 3
 
 
 def test_benchmark_plan_keeps_a_secret_subset_and_one_ghost():
