@@ -84,7 +84,7 @@
 #   split-host2    host_overhead.py per split count and the old 64 x 64 default, twice     ~6
 #   promote-short  3xTF32 with short main loops promoted after every k tile: the tasks whose
 #                  default changed (correct, then promote 1 against 4 timed), KernelBench L1
-#                  86 and 7 through the CLI (carry .kb)                                  ~12
+#                  86 and 7 and L2 25 through the CLI (carry .kb)                        ~14
 #   bench-conv-deep  cutegen bench conv-deep (the split-K tasks), 2 evaluations each        ~5
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
@@ -375,6 +375,9 @@ for s in "$@"; do
       done
       [ -d .kb/level1 ] && step promote_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 \
         --problems 86,7 --max-evals 1 --db /tmp/cutegen-promote-kb.db --out "$out/promote-kb" \
+        --no-reports
+      [ -d .kb/level2 ] && step promote_kb2 200 $py -m cutegen bench --kernelbench .kb --level 2 \
+        --problems 25 --max-evals 1 --db /tmp/cutegen-promote-kb2.db --out "$out/promote-kb2" \
         --no-reports ;;
     bench-conv-deep)
       bench_suite conv-deep 0 --max-evals 2 ;;
