@@ -85,6 +85,8 @@
 #   promote-short  3xTF32 with short main loops promoted after every k tile: the tasks whose
 #                  default changed (correct, then promote 1 against 4 timed), KernelBench L1
 #                  86 and 7 and L2 25 through the CLI (carry .kb)                        ~14
+#   coverage-kb    KernelBench L1 1, 7, 18, 89, 40, 23 through the CLI with every input
+#                  distribution checked (carry .kb)                                       ~9
 #   bench-conv-deep  cutegen bench conv-deep (the split-K tasks), 2 evaluations each        ~5
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
@@ -379,6 +381,13 @@ for s in "$@"; do
       [ -d .kb/level2 ] && step promote_kb2 200 $py -m cutegen bench --kernelbench .kb --level 2 \
         --problems 25 --max-evals 1 --db /tmp/cutegen-promote-kb2.db --out "$out/promote-kb2" \
         --no-reports ;;
+    coverage-kb)  # every input distribution in every evaluation (2026-12-04, fifteenth
+      # session): KernelBench fp32 tasks with large outputs, where the 1e3-scaled inputs reach
+      # the evaluator's 2x-rmse rule, through the CLI (carry .kb)
+      [ -d .kb/level1 ] || { echo "coverage-kb: carry .kb" | tee -a "$out/steps.log"; continue; }
+      step coverage_kb 560 $py -m cutegen bench --kernelbench .kb --level 1 \
+        --problems 1,7,18,89,40,23 --max-evals 1 --db /tmp/cutegen-coverage-kb.db \
+        --out "$out/coverage-kb" --no-reports ;;
     bench-conv-deep)
       bench_suite conv-deep 0 --max-evals 2 ;;
     kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
