@@ -20,31 +20,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _pairs(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, val = item.partition("=")
-        if not sep:
-            raise SystemExit(f"want KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(val)
-        except json.JSONDecodeError:
-            out[key] = val
-    return out
+# tools/ is the script's folder: its sibling's loader and KEY=VALUE parser
+from host_overhead import _load, _parse_sets
 
 
 def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int) -> list[dict]:
@@ -126,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("accuracy_probe.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows = probe(args.task, _pairs(args.set), _pairs(args.size),
+    rows = probe(args.task, _parse_sets(args.set), _parse_sets(args.size),
                  [d for d in args.dist.split(",") if d], args.seeds)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -85,6 +85,7 @@ the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendent
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, promote_for
@@ -170,6 +171,17 @@ DIRECT_KNOBS = ({"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256},
 _SMS = 132
 
 
+def _holding(tile_ns: list[int], kg: int) -> int:
+    """The narrowest tile_n holding a group's ``kg`` output channels (else the widest)."""
+    return next((n for n in tile_ns if n >= kg), tile_ns[-1])
+
+
+def _pixels(plan: Plan) -> int:
+    """GEMM-M at the main shape: images x output pixels (0 when the plan has no shape)."""
+    shape = plan.param("conv_shape") or ()
+    return math.prod(int(d) for d in shape[:1] + shape[2:]) if shape else 0
+
+
 def _default_tiles(plan: Plan, kg: int, tile_ns: list[int],
                    keep_n: bool = False) -> tuple[int, int]:
     """(tile_m, tile_n) of the default candidate: the narrowest tile_n holding a group's
@@ -177,11 +189,8 @@ def _default_tiles(plan: Plan, kg: int, tile_ns: list[int],
     than the GPU has SMs, 64-row tiles and then (unless ``keep_n``: a channel reduction
     fused into the epilogue needs every channel in one tile) narrower columns (a conv over
     few pixels, e.g. 7 x 7 late-layer maps, would otherwise leave most SMs idle)."""
-    tile_n = next((n for n in tile_ns if n >= kg), tile_ns[-1])
-    shape = plan.param("conv_shape") or ()
-    pixels = 1
-    for d in (shape[:1] + shape[2:]) if shape else ():
-        pixels *= d
+    tile_n = _holding(tile_ns, kg)
+    pixels = _pixels(plan)
     groups = int(plan.param("groups", 1))
 
     def tiles(tm: int, tn: int) -> int:
@@ -215,16 +224,13 @@ def split_k_for(plan: Plan, tiles: tuple[int, int, int], precision: str, fold: b
     CNN's late layers, a 3-D conv over a few voxels), the largest power of two of K slices
     (at most 8) that keeps slices x tiles within the SMs and each slice at least 16 k tiles
     long; else 1. A fixed count: the compiled kernels serve every shape (a slice with no k
-    tile adds zeros). Measured on the H200 (tools/conv_sweep.py, 2026-12-04): 512 -> 512
-    channels over 16 x 7 x 7 in 3xTF32, 304 us with 64 x 64 tiles, 118 us with 128 x 192 and
-    4 slices; a 3-D 256 -> 256 over 4 x 8^3 in bf16, 80 us against 36-40 us with 4 slices of
-    128-row tiles, 132 us with 8 slices of 13-14 k tiles."""
-    shape = plan.param("conv_shape") or ()
-    if not shape:
+    tile adds zeros). Measured on the H200 (tools/host_overhead.py's CUDA-graph time, the
+    kernels alone, 2026-12-04): 512 -> 512 channels over 16 x 7 x 7 in 3xTF32, 302 us with
+    64 x 64 tiles, 406 / 193 / 115 / 137 us with 128 x 192 tiles and 1 / 2 / 4 / 8 slices; a
+    3-D 256 -> 256 over 4 x 8^3 in bf16, 78 us against 85 / 52 / 36 / 29 us with 128 x 256."""
+    pixels = _pixels(plan)
+    if not pixels:
         return 1
-    pixels = 1
-    for d in (shape[:1] + shape[2:]):
-        pixels *= int(d)
     groups = int(plan.param("groups", 1))
     kg = int(plan.param("out_channels", 1)) // groups
     tm, tn, tk = tiles
@@ -299,7 +305,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     if not (phased or fuse or pointwise):
         # few output tiles and a long K: full-height tiles cut along K beat narrower tiles
         # (split_k_for's measurements)
-        big = (128, next((n for n in tile_ns if n >= kg), tile_ns[-1]))
+        big = (128, _holding(tile_ns, kg))
         split = split_k_for(plan, (*big, tile_k), precision, fold)
         if split > 1:
             tile_m, tile_n = big

@@ -103,6 +103,8 @@ def promote_for(precision: str, k_tiles: int | None) -> int:
     if precision != "3xtf32":
         return 0
     return 1 if k_tiles is not None and k_tiles <= SHORT_K_TILES else PROMOTE_DEFAULT
+
+
 #: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
 #: promoted) do not fit in the consumers' 232 registers.
 FP32_TILE_N = [64, 128, 192]
