@@ -44,12 +44,14 @@ from cutegen.codegen.families.matcher import (
     NotCoveredError,
     leaf_kind,
     padded,
+    rowmap_run,
     trailing_dims,
 )
 from cutegen.codegen.families.norms import norm_plan
 from cutegen.codegen.families.ops import POINTWISE_OPS, POOL_OPS, ROW_OPS, SCAN_OPS
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
 from cutegen.codegen.families.pooling import pool_plan
+from cutegen.codegen.families.pw_view import view_dims
 from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
 from cutegen.codegen.tasks import Task
 from cutegen.errors import TaskError
@@ -206,10 +208,29 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     outer = any(padded(lf.shape, len(frame)) != frame for lf in full)
     how = (f"{len(full)} tensor(s) broadcast to the result" if outer
            else f"{len(full)} full tensor(s)")
+    params: tuple = (("bcast", True),) if outer else ()
+    if not outer:  # rows of several trailing dims where the last alone is short (pw_view)
+        k = view_dims(frame, [lf.shape for lf in m.leaves.values() if lf.kind != "value"],
+                      2 if out.dtype in ("bfloat16", "float16") else 4)
+        if k > 1:
+            _reclassify(m, frame, k)
+            params = (("k", k),)
     return Plan("pointwise", "pointwise", tuple(m.leaves.values()), main, chain, Chain((), "%y"),
-                (("bcast", True),) if outer else (), out.dtype, "broadcast", m.cap.forward_args,
+                params, out.dtype, "broadcast", m.cap.forward_args,
                 f"pointwise: {chain.describe()} over {how}, "
                 f"{'x'.join(map(str, frame))} {out.dtype}")
+
+
+def _reclassify(m: Matcher, frame: tuple[int, ...], k: int) -> None:
+    """Each tensor leaf's kind against rows of ``frame``'s last ``k`` dims (view_dims chose a
+    k against which every one has a kind)."""
+    for name, lf in list(m.leaves.items()):
+        if lf.kind == "value":
+            continue
+        kind = leaf_kind(lf.shape, frame, k)
+        assert kind is not None, (lf.shape, frame, k)
+        rowmap = (*rowmap_run(lf.shape, frame, k), len(frame) - k) if kind == "rowmap" else ()
+        m.leaves[name] = replace(lf, kind=kind, rowmap=rowmap)
 
 
 def _broadcasts(shape: tuple[int, ...], frame: tuple[int, ...]) -> bool:

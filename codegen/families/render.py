@@ -20,6 +20,7 @@ from cutegen.codegen.families.matcher import leaf_kind, padded
 from cutegen.codegen.families.operands import Operands, source, wrapped
 from cutegen.codegen.families.plan import Chain, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
+from cutegen.codegen.families.pw_view import PW_KNOBS
 from cutegen.codegen.families.reductions import SPLITTABLE
 from cutegen.codegen.families.render_chain import chain_knobs, chain_parts
 from cutegen.codegen.families.render_maps import leaf_in_frame, reduce_map_parts
@@ -42,13 +43,8 @@ _SCAN_KNOBS = ({"strategy": "auto", "vals_per_thread": 16, "cta_threads": 128,
                {"strategy": ["auto", "looped"], "vals_per_thread": [4, 8, 16, 32],
                 "cta_threads": [64, 128, 256], "max_cta_threads": [256, 512, 1024],
                 "vec_bits": [32, 64, 128], "unroll": [1, 2, 4]})
-_PW_KNOBS = ({"strategy": "tile", "threads": 128, "rows_per_thread": 4, "vec_bits": 128,
-              "ctas_per_sm": 8},
-             {"strategy": ["tile", "grid_stride"], "threads": [64, 128, 256, 512],
-              "rows_per_thread": [1, 2, 4, 8], "vec_bits": [32, 64, 128],
-              "ctas_per_sm": [4, 8, 16]})
 #: Family -> (default TUNABLES, TUNABLE_CHOICES).
-KNOBS = {"row": _ROW_KNOBS, "scan": _SCAN_KNOBS, "pointwise": _PW_KNOBS}
+KNOBS = {"row": _ROW_KNOBS, "scan": _SCAN_KNOBS, "pointwise": PW_KNOBS}
 _TITLES = {"cumsum": "Inclusive cumulative sum", "cumprod": "Inclusive cumulative product"}
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16", "int64": "torch.int64"}
@@ -69,7 +65,7 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         return values, choices
     if plan.family in ("strided", "batchnorm", "reduce_map"):
         values, choices = (strided_knobs(plan) if plan.family == "strided"
-                           else batchnorm_knobs(plan, _ROW_KNOBS, _PW_KNOBS))
+                           else batchnorm_knobs(plan, _ROW_KNOBS, PW_KNOBS))
         if plan.family == "reduce_map" and plan.param("layout") == "two_stage":
             sv, sc = strided_knobs(replace(plan, params=(("map", False),)))
             values.update({k: v for k, v in sv.items() if k.startswith("s_")})
@@ -84,8 +80,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         values["smem_row"], choices["smem_row"] = False, [False, True]
         choices["strategy"] = [*choices["strategy"], "split", "resident"]
     if not fused and plan.family != "pointwise":
-        values.update({f"pw_{k}": v for k, v in _PW_KNOBS[0].items()})
-        choices.update({f"pw_{k}": v for k, v in _PW_KNOBS[1].items()})
+        values.update({f"pw_{k}": v for k, v in PW_KNOBS[0].items()})
+        choices.update({f"pw_{k}": v for k, v in PW_KNOBS[1].items()})
     if fast_math_applies(plan.out_dtype, plan.prologue, plan.epilogue):
         values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices
