@@ -88,6 +88,13 @@
 #   coverage-kb    KernelBench L1 1, 7, 18, 89, 40, 23 through the CLI with every input
 #                  distribution checked (carry .kb)                                       ~9
 #   bench-conv-deep  cutegen bench conv-deep (the split-K tasks), 2 evaluations each        ~5
+#   pack-kept      3xTF32 operand packs (2026-12-04, sixteenth session): 128-bit PackVecKernel
+#                  and a Linear's weight packed once per parameter version: the fp32 and
+#                  Linear GEMM cases correct (-n 2), the Linear chains timed with the packing
+#                  kept and not (host_overhead.py --set KEEP_PACKED=...), KernelBench L1 1, 2
+#                  and L2 12, 29, 76 through the CLI (carry .kb)                        ~12
+#   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
+#                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
 #                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
@@ -381,6 +388,26 @@ for s in "$@"; do
       [ -d .kb/level2 ] && step promote_kb2 200 $py -m cutegen bench --kernelbench .kb --level 2 \
         --problems 25 --max-evals 1 --db /tmp/cutegen-promote-kb2.db --out "$out/promote-kb2" \
         --no-reports ;;
+    pack-kept)  # 3xTF32 packs: PackVecKernel, a parameter's packing kept (sixteenth session)
+      step pack_gpu 360 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q -n 2 \
+        -p no:cacheprovider -k "fp32 or tf32 or linear or long-"
+      mkdir -p "$out/pack-kept" && cp runs/gemm_gpu/summary*.jsonl "$out/pack-kept/" 2>/dev/null
+      for k in true false; do
+        step "pack_host_$k" 240 $py tools/host_overhead.py linear_scale_leakyrelu_fp32 \
+          linear_mish_mish_fp32 gemm_fp32 --calls 20 --kernels --set KEEP_PACKED=$k
+      done
+      [ -d .kb/level1 ] && step pack_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 \
+        --problems 1,2 --max-evals 1 --db /tmp/cutegen-pack-kb.db --out "$out/pack-kb" \
+        --no-reports
+      [ -d .kb/level2 ] && step pack_kb2 300 $py -m cutegen bench --kernelbench .kb --level 2 \
+        --problems 12,29,76 --max-evals 1 --db /tmp/cutegen-pack-kb2.db --out "$out/pack-kb2" \
+        --no-reports ;;
+    pw-view)  # pointwise rows over several trailing dims (sixteenth session)
+      step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        tests/families_tests/test_conv_gpu.py -q -n 2 -p no:cacheprovider \
+        -k "batch_norm_eval or rec_pre_relu_conv or rec_chain_branching"
+      step pw_view_bench 200 $py tools/bench_families.py --set reduce --strategies default \
+        --calibrate --runs 50 --only batch_norm_eval --out "$out/bench_pw_view" ;;
     coverage-kb)  # every input distribution in every evaluation (2026-12-04, fifteenth
       # session): KernelBench fp32 tasks with large outputs, where the 1e3-scaled inputs reach
       # the evaluator's 2x-rmse rule, through the CLI (carry .kb)

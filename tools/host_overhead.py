@@ -19,7 +19,9 @@ worker it can kill) and called at the task's shape after three warm-up calls:
 goes: our launch code, the DSL's argument marshalling, torch allocations). ``--kernels``
 prints each kernel's GPU time per call (torch.profiler), to say which launch of a call is
 slow, then the host time of each CUDA runtime call (a blocking allocation or sync shows there). ``--set KEY=VALUE`` (repeatable) overrides one of the candidate's TUNABLES before its
-first call, to compare knob settings side by side on one machine.
+first call, to compare knob settings side by side on one machine; an upper-case KEY sets one of
+the candidate's module switches instead (``--set KEEP_PACKED=False``: a GEMM packs its
+parameter operands on every call, as before they were kept).
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ def probe(task_name: str, calls: int, profile: bool, tmp: Path, kernels: bool = 
     tmod = _load(f"task_{task_name}", Path(task.path))
     cmod = _load(f"cand_{task_name}", cand_path)
     for key, val in (sets or {}).items():
+        if key.isupper() and isinstance(getattr(cmod, key, None), bool):
+            on = val if isinstance(val, bool) else str(val).lower() in ("1", "true")
+            setattr(cmod, key, on)  # a module switch (KEEP_PACKED, REPLAY)
+            continue
         if key not in cmod.TUNABLES:
             raise KeyError(f"{key} is not one of the candidate's TUNABLES ({sorted(cmod.TUNABLES)})")
         cmod.TUNABLES[key] = val

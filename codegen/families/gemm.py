@@ -69,7 +69,7 @@ from __future__ import annotations
 import textwrap
 
 from cutegen.codegen.families.operands import Operands, source, wrapped
-from cutegen.codegen.families.plan import Plan
+from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import model_class, render_template
@@ -168,6 +168,15 @@ def _doc(plan: Plan, precision: str) -> str:
     return "\n".join(textwrap.wrap(body.replace('"', "'"), 92))
 
 
+def _kept(lf: Leaf) -> str:
+    """``(module, parameter)`` for an operand that is a module's parameter (its packing is kept
+    across calls: ``_pack_kept`` in the template), else ``None``."""
+    if lf.source != "param":
+        return "None"
+    owner = "self." + lf.ref.rsplit(".", 1)[0] if "." in lf.ref else "self"
+    return f"({owner}, self.{lf.ref})"
+
+
 def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     a_major = plan.param("a_major", "k")
     b_major = plan.param("b_major", "n")
@@ -207,10 +216,12 @@ def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:
     a_kind = "a_k" if a_major == "k" else "a_m"
     b_kind = "b_k" if b_major == "k" else "b_n"
     tri = plan.param("tri")
+    kept = [_kept(plan.leaf(plan.param(n))) for n in ("a", "b")]
     lines.append(f"_gemm_launch(a, b, {a_kind!r}, {b_kind!r}, {batched}, {target}, "
                  f"TUNABLES['precision'], {epi}, [{', '.join(ops.vec)}], {tuple(ops.full)!r}, "
                  f"[{', '.join(ops.rows)}], {ops.kinds()}, "
-                 f"[{', '.join(ops.scalars)}]" + (f", tri={tuple(tri)!r})" if tri else ")"))
+                 f"[{', '.join(ops.scalars)}]" + (f", tri={tuple(tri)!r}" if tri else "")
+                 + (f", kept=({kept[0]}, {kept[1]}))" if kept != ["None", "None"] else ")"))
     if reduce:
         if reduce not in _REDUCES:
             raise ValueError(f"gemm: unknown reduce {reduce!r}")

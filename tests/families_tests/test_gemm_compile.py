@@ -143,6 +143,35 @@ def test_gemm_compiles_to_hgmma_without_spills(index, compiled):
         assert any(op.startswith("STG") for op in gemm[0]["ops"]), gemm[0]["ops"]
 
 
+def _pack_kernels(res: dict, cls: str) -> list[dict]:
+    return [k for comp in res["compiles"] for name, k in comp["kernels"].items()
+            if f"{cls}_object" in name]
+
+
+@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
+@pytest.mark.slow
+def test_k_contiguous_operands_pack_in_128_bit_accesses(compiled):
+    """3xTF32 packs each operand into (hi, lo) parts on every call. A K-contiguous operand
+    with 16-byte aligned rows (x of a Linear, A of A @ B, a Linear's N x K weight) is packed
+    by PackVecKernel: one 128-bit load and one 128-bit store per part for four values, no
+    integer division (PackKernel, one value a thread, spent ~150 instructions an element on
+    its index arithmetic; it stays for unaligned or odd-K operands)."""
+    seen = 0
+    for c, res in zip(CASES, compiled, strict=True):
+        if res["error"] is not None:
+            continue
+        for k in _pack_kernels(res, "PackVecKernel"):
+            seen += 1
+            mem = {op: n for op, n in k["ops"].items() if op.startswith(("LDG", "STG"))}
+            assert mem.get("LDG.E.128") == 1, (c["name"], mem)
+            assert set(mem) == {"LDG.E.128", "STG.E.128"}, (c["name"], mem)
+            assert mem["STG.E.128"] in (1, 3), (c["name"], mem)  # one part, or hi / lo / hi
+            assert "MUFU.RCP" not in k["mma"], (c["name"], k["mma"])
+    assert seen, "no case packed an operand with PackVecKernel"
+    main = [i for i, c in enumerate(CASES) if c["name"] == "gemm_fp32" and not c["knobs"]]
+    assert _pack_kernels(compiled[main[0]], "PackVecKernel"), "gemm_fp32's A was not vector-packed"
+
+
 def test_promote_knob_defaults_and_choices():
     """``promote`` is on by default for 3xtf32 only (after every k tile where the main loop
     is short, see test_short_main_loops_promote_every_k_tile); fp32 tiles stop where two
