@@ -95,6 +95,8 @@
 #                  and L2 12, 29, 76 through the CLI (carry .kb)                        ~12
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
+#   split-order    the split strategy's output launch walks the slices last to first (L2):
+#                  every split case correct (-n 3), layernorm_4m_fp32 split timed        ~5
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
 #                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
@@ -408,6 +410,11 @@ for s in "$@"; do
         -k "batch_norm_eval or rec_pre_relu_conv or rec_chain_branching"
       step pw_view_bench 200 $py tools/bench_families.py --set reduce --strategies default \
         --calibrate --runs 50 --only batch_norm_eval --out "$out/bench_pw_view" ;;
+    split-order)  # the output launch walks the slices last to first (sixteenth session)
+      step split_order_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -n 3 -p no:cacheprovider -k "split"
+      step split_order_host 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+        --kernels --set strategy=split ;;
     coverage-kb)  # every input distribution in every evaluation (2026-12-04, fifteenth
       # session): KernelBench fp32 tasks with large outputs, where the 1e3-scaled inputs reach
       # the evaluator's 2x-rmse rule, through the CLI (carry .kb)
