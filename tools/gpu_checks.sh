@@ -97,6 +97,9 @@
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
 #                  every split case correct (-n 3), layernorm_4m_fp32 split timed        ~5
+#   rms-bf16       rmsnorm_channels_bf16 (66% of copy bandwidth, 0.93x torch.compile): the
+#                  default (91 registers, 2 CTAs a SM) against reload (32 registers, x read
+#                  twice) and 1024 threads (58 registers), kernels timed side by side       ~4
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
 #                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
@@ -415,6 +418,11 @@ for s in "$@"; do
         -q -n 3 -p no:cacheprovider -k "split"
       step split_order_host 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
         --kernels --set strategy=split ;;
+    rms-bf16)  # which map layout for rmsnorm_channels_bf16 (sixteenth session, CPU SASS)
+      for set in "vec_bits=128" "strategy=reload" "s_threads=1024" "s_threads=128"; do
+        step "rms_bf16_${set%%=*}_${set##*=}" 150 $py tools/host_overhead.py \
+          rmsnorm_channels_bf16 --calls 50 --kernels --set "$set"
+      done ;;
     coverage-kb)  # every input distribution in every evaluation (2026-12-04, fifteenth
       # session): KernelBench fp32 tasks with large outputs, where the 1e3-scaled inputs reach
       # the evaluator's 2x-rmse rule, through the CLI (carry .kb)
