@@ -18,8 +18,10 @@
   settings, so one run shows error and speed per value. ``--quick``: the default and
   ``promote`` 0.
 
-Timing: CUDA events around each call, the L2 flushed before each (a 256 MiB write), providers
-interleaved, ``--runs`` calls each after 3 warm-ups (compilation excluded), median reported.
+Timing: the evaluator's protocol (``cutegen.codegen._timing.Timer``: the L2 flushed by a 256 MiB
+write, a GPU-side sleep so the call is queued before its start event fires, CUDA events),
+providers interleaved, ``--runs`` calls each after 3 warm-ups (compilation excluded), median
+reported.
 The environment (GPU, driver, torch, nvidia-cutlass-dsl) goes into the JSON and Markdown
 written to ``--out``. ``--quick``: 4096^3 bf16 and 4096^2 fp32 only, 15 runs.
 """
@@ -88,31 +90,28 @@ def _candidate(dtype: str, precision: str, tunables: dict, workdir: Path):
 
 
 class Timer:
-    """Median of CUDA-event times of calls, each after an L2 flush."""
+    """Median per-call times of several providers, interleaved, under the evaluator's timing
+    protocol (``cutegen.codegen._timing.Timer``: the L2 flushed, then a GPU-side sleep so the
+    host has queued the call before the start event fires; a call queued late is timed
+    again with a longer sleep). The plain event pair used before also timed the candidate's
+    Python launch path whenever it outlasted the flush, so a short kernel's time could carry
+    it (whether the skinny product's 139 µs against cuBLAS's 54 µs did is for the next GPU
+    run of ``gpu_checks.sh gemm-skinny`` to say)."""
 
-    def __init__(self, runs: int):
-        import torch
+    def __init__(self, runs: int) -> None:
+        from cutegen.codegen._timing import Timer as ProtocolTimer
 
         self.runs = runs
-        self.flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+        self.protocol = ProtocolTimer(flush_mb=256)
 
     def time_us(self, fns: dict) -> dict:
-        import torch
-
         for fn in fns.values():
             for _ in range(3):
                 fn()
         times: dict = {k: [] for k in fns}
         for _ in range(self.runs):
             for k, fn in fns.items():  # interleaved providers
-                self.flush.fill_(1.0)
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[k].append(start.elapsed_time(end) * 1000.0)
+                times[k] += self.protocol.time_calls(fn, warmup=0, runs=1)
         return {k: statistics.median(v) for k, v in times.items()}
 
 

@@ -7,9 +7,9 @@
 A tool for choosing knob defaults, not the evaluator: it renders the family's candidate for
 each setting (the default first; a setting is ``knob=value[,knob=value]``), imports it here
 (our own rendered code), checks the output against the task's reference (bf16 / fp16 within
-2e-2, fp32 within 1e-3 relative to the largest magnitude), and times ``--runs`` calls with
-CUDA events, the L2 flushed (a 256 MiB write) before each; eager PyTorch on the same inputs
-is the last row. Prints one table per task; ``--json`` writes the rows. A setting that
+2e-2, fp32 within 1e-3 relative to the largest magnitude), and times ``--runs`` calls under the
+evaluator's protocol (CUDA events, the L2 flushed by a 256 MiB write and a GPU-side sleep before
+each, so the host's launch path is not timed); eager PyTorch on the same inputs is the last row. Prints one table per task; ``--json`` writes the rows. A setting that
 crashes on the GPU (an illegal address) leaves the CUDA context unusable, so the settings
 after it fail too: run a suspect one last, or alone.
 """
@@ -52,18 +52,12 @@ def _load(path: Path, name: str):
     return mod
 
 
-def _time(fn, runs: int, flush) -> float:
-    import torch
-    times = []
-    for _ in range(runs):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(times)
+def _time(fn, runs: int, timer) -> float:
+    """Median µs of ``runs`` calls under the evaluator's timing protocol (``timer``: a
+    ``cutegen.codegen._timing.Timer``: L2 flushed, a GPU-side sleep so the call is queued
+    before its start event; a plain event pair also timed the Python launch path of calls
+    shorter than the flush)."""
+    return statistics.median(timer.time_calls(fn, warmup=1, runs=runs))
 
 
 def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
@@ -76,7 +70,9 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
     with torch.no_grad():
         want = ref(*inputs).float()
     tol = 1e-3 if want.dtype == torch.float32 and inputs[0].dtype == torch.float32 else 2e-2
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    from cutegen.codegen._timing import Timer
+
+    timer = Timer(flush_mb=256)
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="conv_sweep_"))
     for label, extra in settings:
@@ -100,7 +96,7 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
                     torch.cuda.synchronize()
                     torch.cuda.nvtx.range_pop()
                 else:
-                    row["us"] = _time(functools.partial(model, *inputs), runs, flush)
+                    row["us"] = _time(functools.partial(model, *inputs), runs, timer)
         except Exception as e:  # a setting that does not compile or run: say so, go on
             row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
         rows.append(row)
@@ -108,7 +104,7 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
     if not once:
         with torch.no_grad():
             rows.append({"task": task, "setting": "eager (torch)",
-                         "us": _time(lambda: ref(*inputs), runs, flush), "ok": True})
+                         "us": _time(lambda: ref(*inputs), runs, timer), "ok": True})
     return rows
 
 
