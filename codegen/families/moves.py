@@ -167,8 +167,10 @@ def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
 #: ``cluster`` was never the best of softmax at 1024 / 4096 / 16384 / 131072 bf16 columns
 #: (0.90x / 2.49x / 1.84x / 1.78x against the best's 1.56x / 3.12x / 1.88x / 1.80x vs eager).
 #: ``split`` (long rows only) right after ``auto``: issue 17's few very long rows (16 rows of
-#: 4M values) fill 128 CTAs of 256 threads with a cluster of 8 but 272 with a split (not yet
-#: measured on a GPU). ``resident`` (long rows only) last: on the H200 (2026-12-04) it was
+#: 4M values) fill 128 CTAs of 256 threads with a cluster of 8 but 272 with a split (225 us
+#: against auto's 258 us on the H200, 2026-12-04; where no cluster can hold such rows, split
+#: is the default and auto comes second: ``render.few_unheld_rows``). ``resident`` (long
+#: rows only) last: on the H200 (2026-12-04) it was
 #: correct but the slowest way for both long kinds: 16 rows of 4M fp32 with LayerNorm's
 #: weight and bias 415 us (split 225, auto 258), 4096 rows of 393,216 fp32 softmax 4,091 us
 #: (auto with the slice in shared memory 3,890, auto 4,273).

@@ -77,8 +77,11 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
     if plan.family == "row" and long_row(plan):
-        values["smem_row"], choices["smem_row"] = False, [False, True]
+        if smem_row_fits(plan):  # else the kernel would drop it: no knob, no move
+            values["smem_row"], choices["smem_row"] = False, [False, True]
         choices["strategy"] = [*choices["strategy"], "split", "resident"]
+        if few_unheld_rows(plan):
+            values["strategy"] = "split"
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in PW_KNOBS[1].items()})
@@ -112,6 +115,41 @@ def long_row(plan: Plan) -> bool:
     launches) can fill the GPU with few rows."""
     n = row_cols(plan)
     return plan.op in WRITES_ROW and n is not None and n >= LONG_ROW_COLS
+
+
+#: Shared memory a row kernel's CTA may keep its slice in (the row template's
+#: ``_SMEM_ROW_BYTES``; a test keeps the two equal).
+SMEM_ROW_BYTES = 226 * 1024
+#: SMs of an H100 / H200, for defaults chosen at the task's main shape.
+_SMS = 132
+_ELEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def smem_row_fits(plan: Plan) -> bool:
+    """Whether a long row plan's row may be held in shared memory by a cluster of
+    ``cluster_max`` CTAs (the row kernel drops ``smem_row`` silently where it does not fit:
+    the candidate with it would be the one without)."""
+    n = row_cols(plan)
+    size = _ELEM_BYTES.get(plan.leaf(plan.main).dtype or "", 4)
+    return n is not None and n * size <= _ROW_KNOBS[0]["cluster_max"] * SMEM_ROW_BYTES
+
+
+def few_unheld_rows(plan: Plan) -> bool:
+    """Few very long rows that no cluster can hold in shared memory (16 rows of 4M fp32: a
+    LayerNorm over (64, 256, 256)): clusters of ``cluster_max`` CTAs a row leave SMs idle,
+    and the split strategy (each row over independent CTAs, two launches) fills them. On the
+    H200 (2026-12-04, BENCHMARKS.md "Long rows held resident") that task's kernels took
+    225.3 us split against 258.0 us with auto; KernelBench's level 1 problem 40 found split
+    at its third evaluation (229.6 us)."""
+    n = row_cols(plan)
+    shape = plan.leaf(plan.main).shape
+    if n is None or not n or not shape or plan.op not in WRITES_ROW:
+        return False
+    rows = 1
+    for d in shape:
+        rows *= int(d)
+    rows //= n
+    return not smem_row_fits(plan) and rows * _ROW_KNOBS[0]["cluster_max"] <= _SMS
 
 
 def _has_late_operands(plan: Plan) -> bool:

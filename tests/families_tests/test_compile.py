@@ -61,8 +61,8 @@ def _build_cases() -> list[dict]:
                 "fast_math")
     for name in sorted(fd.BUNDLED_LONG):  # issue 17: the row slice kept in shared memory,
         for shape in fd.shapes(name):  # and each row split over independent CTAs
-            for knobs in ({}, {"smem_row": True}):
-                add(name, fd.variants(name)[0][0], True, knobs, shape, "smem_row")
+            for knobs in ({}, {"smem_row": True}):  # (smem_row is a knob of auto's walk;
+                add(name, "auto", True, knobs, shape, "smem_row")  # split's default: no)
             add(name, "split", True, {}, shape, "split")
             add(name, "resident", True, {}, shape, "resident")
     for name in _KNOB_TASKS:

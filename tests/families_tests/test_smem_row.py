@@ -8,10 +8,19 @@ GPU correctness in test_families_gpu.py.)"""
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
 from cutegen.codegen.candidate import parse_tunables
 from cutegen.codegen.families.moves import family_moves, recognition_for
-from cutegen.codegen.families.render import LONG_ROW_COLS, knobs, long_row, row_cols
+from cutegen.codegen.families.render import (
+    LONG_ROW_COLS,
+    SMEM_ROW_BYTES,
+    few_unheld_rows,
+    knobs,
+    long_row,
+    row_cols,
+    smem_row_fits,
+)
 from cutegen.codegen.rewriters.base import RewriteContext
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.codegen.tasks import load_bundled_task
@@ -59,3 +68,38 @@ def test_root_offers_it_second_and_the_parent_gets_the_flip():
     back = [p for p in family_moves(RewriteContext(task=task, parent=props[1].candidate))
             if p.move.params.get("name") == "smem_row"]
     assert back[0].move.params["to"] is False
+
+
+def test_few_rows_no_cluster_can_hold_start_split_without_the_knob():
+    """16 rows of 4M fp32 (a LayerNorm over (64, 256, 256)): 2 MiB a CTA in a cluster of 8,
+    past shared memory, so the kernel would drop ``smem_row`` (the knob is not offered, and
+    the root's second candidate is no longer the first again), and 8 CTAs a row fill 128 of
+    132 SMs: the split strategy is the default (225.3 against auto's 258.0 us on the H200)."""
+    task, plan = _plan("layernorm_4m_fp32")
+    assert row_cols(plan) == 4 * 1024 * 1024 and long_row(plan)
+    assert not smem_row_fits(plan) and few_unheld_rows(plan)
+    values, choices = knobs(plan)
+    assert values["strategy"] == "split" and "smem_row" not in choices
+    props = [p for p in BuiltinRewriter().initial(RewriteContext(task=task), n=4,
+                                                  rng=random.Random(0))
+             if p.move.kind == "family"]
+    assert [p.move.params["strategy"] for p in props[:2]] == ["split", "auto"]
+    assert not any(p.move.params.get("smem_row") for p in props)
+    # 1.5 MiB rows: a cluster holds them; 4096 rows fill the GPU anyway
+    _, sm = _plan("softmax_393k_fp32")
+    assert smem_row_fits(sm) and not few_unheld_rows(sm)
+    assert knobs(sm)[0]["strategy"] == "auto"
+    # fewer rows: still split; from 17 rows clusters of 8 make more CTAs than the SMs
+
+    def rows(n):
+        return replace(plan, leaves=tuple(replace(lf, shape=(n, 64, 256, 256))
+                                          if lf.name == plan.main else lf for lf in plan.leaves))
+
+    assert few_unheld_rows(rows(3)) and not few_unheld_rows(rows(17))
+
+
+def test_the_shared_memory_bound_matches_the_row_template():
+    text = (Path(__file__).resolve().parents[2] / "codegen" / "families" / "templates"
+            / "row.py.tmpl").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("_SMEM_ROW_BYTES ="))
+    assert eval(line.split("=", 1)[1].split("#")[0]) == SMEM_ROW_BYTES  # noqa: S307
