@@ -54,6 +54,9 @@ def test_k_contiguous_aligned_operands_take_the_vector_pack(cand):
     # a part interleave block the vector does not divide; a wider destination
     assert cand._pack_vec(a, 256, 1, _strides(a, True), 2, 4, False) == 1
     assert cand._pack_vec(a.bfloat16(), 256, 1, _strides(a, True), 0, 4, False) == 1
+    # more batches than the grid's z holds
+    many = torch.zeros(1, 4, 256).expand(70000, 4, 256)
+    assert cand._pack_vec(many, 256, 70000, (256, 1, 0), 32, 4, False) == 1
     # batches whose stride breaks the alignment
     b = torch.zeros(3, 5, 256)[:, :, :255]
     assert cand._pack_vec(b, 255, 3, (b.stride(1), b.stride(2), b.stride(0)), 0, 4,
