@@ -89,8 +89,7 @@ import math
 import textwrap
 
 from cutegen.codegen.families.gemm import FP32_TILE_N, PROMOTE_CHOICES, promote_for
-from cutegen.codegen.families.operands import Operands
-from cutegen.codegen.families.operands import source as _plain_source
+from cutegen.codegen.families.operands import Operands, attr_path, source
 from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
@@ -364,23 +363,6 @@ def _conv_literal(plan: Plan) -> str:
     return repr({k: plan.param(k) for k in keys})
 
 
-def attr_path(path: str) -> str:
-    """``self.<path>`` as an expression, also for submodules whose names are not identifiers
-    (``features.0.weight`` of an ``nn.Sequential`` -> ``getattr(self.features, '0').weight``)."""
-    expr = "self"
-    for part in path.split("."):
-        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
-    return expr
-
-
-def source(lf: Leaf) -> str:
-    """The forward expression reading leaf ``lf`` (see operands.source), with parameter paths
-    through :func:`attr_path`."""
-    if lf.source == "param":
-        return f"{attr_path(lf.ref)}.detach()"
-    if lf.source == "attr":
-        return f"float({attr_path(lf.ref)})"
-    return _plain_source(lf)
 
 
 def _wrapped(lf: Leaf) -> str:

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import textwrap
 
-from cutegen.codegen.families.operands import Operands, source, wrapped
+from cutegen.codegen.families.operands import Operands, attr_path, source, wrapped
 from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import VPOW, chain_function, fast_math_applies
 from cutegen.codegen.families.taskmodule import extract
@@ -173,8 +173,8 @@ def _kept(lf: Leaf) -> str:
     across calls: ``_pack_kept`` in the template), else ``None``."""
     if lf.source != "param":
         return "None"
-    owner = "self." + lf.ref.rsplit(".", 1)[0] if "." in lf.ref else "self"
-    return f"({owner}, self.{lf.ref})"
+    owner = attr_path(lf.ref.rsplit(".", 1)[0]) if "." in lf.ref else "self"
+    return f"({owner}, {attr_path(lf.ref)})"
 
 
 def _forward(plan: Plan, ops: Operands, has_epilogue: bool) -> str:

@@ -60,17 +60,27 @@ def row_kind(lf: Leaf) -> str:
     return "True" if lf.kind == "row" else "False"
 
 
+def attr_path(path: str) -> str:
+    """``self.<path>`` as an expression, also for submodules whose names are not identifiers
+    (``features.0.weight`` of an ``nn.Sequential`` -> ``getattr(self.features, '0').weight``;
+    ``self.features.0.weight`` does not parse)."""
+    expr = "self"
+    for part in path.split("."):
+        expr = f"{expr}.{part}" if part.isidentifier() else f"getattr({expr}, {part!r})"
+    return expr
+
+
 def source(lf: Leaf) -> str:
     """The forward expression reading leaf ``lf`` as the model holds it."""
     if lf.source == "input":
         return lf.ref
     if lf.source == "param":
-        return f"self.{lf.ref}.detach()"
+        return f"{attr_path(lf.ref)}.detach()"
     if lf.source == "const":
         return f"float({lf.ref})"
     if lf.source == "stage":  # a tensor an earlier kernel of the same forward wrote
         return lf.ref
-    return f"float(self.{lf.ref})"
+    return f"float({attr_path(lf.ref)})"
 
 
 def wrapped(lf: Leaf, shape: str = "shape") -> str:

@@ -14,6 +14,7 @@ per-column or per-row vector, a per-channel one or a single value against the lo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from cutegen.codegen.families.matcher import leaf_kind
@@ -32,10 +33,7 @@ _GOOD_ENOUGH = 0.75
 
 
 def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+    return 1 << max(0, n - 1).bit_length()
 
 
 def view_score(n_rows: int, n_cols: int, elem_bytes: int, threads: int = PW_KNOBS[0]["threads"],
@@ -67,16 +65,12 @@ def view_dims(frame: Sequence[int], shapes: Sequence[Sequence[int]], elem_bytes:
     _GOOD_ENOUGH (:func:`view_score`); then the fewest dims that score best, among those
     against which every operand keeps a kind the kernel reads as it is."""
     frame = tuple(int(d) for d in frame)
-    total = 1
-    for d in frame:
-        total *= d
+    total = math.prod(frame)
     if len(frame) < 2 or total < 1:
         return 1
 
     def score(k: int) -> float:
-        cols = 1
-        for d in frame[len(frame) - k:]:
-            cols *= d
+        cols = math.prod(frame[len(frame) - k:])
         return view_score(total // cols, cols, elem_bytes)
 
     if score(1) >= _GOOD_ENOUGH:

@@ -11,6 +11,7 @@ plan is rendered (and its knobs listed) by :mod:`~cutegen.codegen.families.gemm`
 
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import replace
 
@@ -142,13 +143,9 @@ def few_unheld_rows(plan: Plan) -> bool:
     225.3 us split against 258.0 us with auto; KernelBench's level 1 problem 40 found split
     at its third evaluation (229.6 us)."""
     n = row_cols(plan)
-    shape = plan.leaf(plan.main).shape
-    if n is None or not n or not shape or plan.op not in WRITES_ROW:
+    if not n or plan.op not in WRITES_ROW:
         return False
-    rows = 1
-    for d in shape:
-        rows *= int(d)
-    rows //= n
+    rows = math.prod(int(d) for d in plan.leaf(plan.main).shape) // n
     return not smem_row_fits(plan) and rows * _ROW_KNOBS[0]["cluster_max"] <= _SMS
 
 

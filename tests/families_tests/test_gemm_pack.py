@@ -121,3 +121,31 @@ def test_a_linear_renders_its_weight_as_kept():
     code = fd.rendered("linear_scale_leakyrelu_fp32")
     assert "kept=(None, (self.gemm, self.gemm.weight)))" in code
     assert "kept=" not in gp.rendered("gemm_fp32").split("class ModelNew")[1]  # two inputs
+
+
+def test_parameters_of_a_sequential_render_as_expressions(tmp_path):
+    """A Linear inside ``nn.Sequential`` is ``net.0`` to torch.fx: ``self.net.0.weight`` does
+    not parse (every family but the conv one rendered that, so such a task's candidate was a
+    compile error); ``getattr(self.net, '0').weight`` does, for the operand, the epilogue's
+    bias and the kept packing's owner alike."""
+    import ast
+
+    from cutegen.codegen.eval.static import check_source
+    from cutegen.codegen.families.moves import family_proposals
+    from cutegen.codegen.tasks import load_task_file
+
+    path = tmp_path / "seq_linear.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        self.net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(),\n"
+                    "                                 nn.LayerNorm(512))\n\n"
+                    "    def forward(self, x):\n        return self.net(x)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(64, 256)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    props = family_proposals(load_task_file(str(path), name="seq_linear"))
+    assert props
+    code = props[0].candidate.code
+    ast.parse(code)
+    assert check_source(code).ok
+    assert "kept=(None, (getattr(self.net, '0'), getattr(self.net, '0').weight)))" in code
+    assert "getattr(self.net, '2').weight.detach()" in code  # the LayerNorm stage's weight
