@@ -149,3 +149,20 @@ def test_parameters_of_a_sequential_render_as_expressions(tmp_path):
     assert check_source(code).ok
     assert "kept=(None, (getattr(self.net, '0'), getattr(self.net, '0').weight)))" in code
     assert "getattr(self.net, '2').weight.detach()" in code  # the LayerNorm stage's weight
+
+
+def test_a_convs_repack_keeps_a_gemms_packing_on_the_same_module(tmp_path, monkeypatch):
+    """A conv keeps one plan's packed filter on its module and drops the others when it
+    repacks; a GEMM's packed operands kept on the same module (keys ("gemm", ...)) stay."""
+    import _cutegen_famdata as fd  # registered by conftest.py
+
+    mod = fd.rendered_module(tmp_path, "conv2d_bf16")
+    monkeypatch.setattr(mod, "_conv_pack_weight", lambda *a: torch.zeros(1))
+    conv = nn.Conv2d(4, 8, 3)
+    gemm_key = ("gemm", 1234, (1, 8, 16), (128, 16, 1), "torch.float32")
+    conv.__dict__["_cutegen_packed"] = {gemm_key: "kept", ("old plan",): "stale"}
+    plan = {"key": ("new plan",), "k_out": 8, "cgp": 4, "runs": [None], "parts_w": ("x",),
+            "store": torch.bfloat16, "tk": 64, "fold": False}
+    mod._conv_weights(conv.weight, conv, plan, False)
+    cache = conv.__dict__["_cutegen_packed"]
+    assert set(cache) == {gemm_key, ("new plan",)}
