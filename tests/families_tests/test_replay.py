@@ -176,6 +176,7 @@ print(json.dumps(log))
     "cumsum_fp32",  # the scan family
     "cross_entropy_bf16",  # a row loss and its reduction over rows
     "gemm_bias_relu_bf16",  # the GEMM family: operand packs and the product
+    "linear_scale_leakyrelu_fp32",  # 3xTF32: x's vector pack, the weight's kept packing
     "conv2d_groupnorm_scale_maxpool_clamp_bf16",  # packs, the implicit GEMM, the conv tails
 ])
 def test_a_replay_launches_what_the_recorded_call_launched(name):
@@ -198,6 +199,9 @@ def test_a_replay_launches_what_the_recorded_call_launched(name):
     assert any(e[0] == "buf" for _, dec in c[1]["launches"] for e in dec), c[1]
     # a replay's result is new memory, not an earlier call's (all are alive here)
     assert len({x["out_ptr"] for x in c}) == len(c), c
+    if name == "linear_scale_leakyrelu_fp32":  # the weight is packed by the first call only
+        n = [x["n"] for x in c]  # (x's pack, the product, at M = 1 the split-K sum)
+        assert kept and n[0] == n[1] + 1 and len(set(n[1:])) == 1, n
     # what a replay would miss: each such call runs as written every time
     assert log["unreplayed"] == {"writes_result": True, "passes_a_copy": True,
                                  "returns_a_copy": True, "through_dsl": True,
