@@ -96,7 +96,8 @@
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
-#                  every split case correct (-n 3), layernorm_4m_fp32 split timed        ~5
+#                  every split case correct (-n 3), layernorm_4m_fp32 split timed at 32
+#                  and 16 values a thread                                                ~6
 #   rms-bf16       rmsnorm_channels_bf16 (66% of copy bandwidth, 0.93x torch.compile): the
 #                  default (91 registers, 2 CTAs a SM) against reload (32 registers, x read
 #                  twice) and 1024 threads (58 registers), kernels timed side by side       ~4
@@ -417,7 +418,11 @@ for s in "$@"; do
       step split_order_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         -q -n 3 -p no:cacheprovider -k "split"
       step split_order_host 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
-        --kernels --set strategy=split ;;
+        --kernels --set strategy=split
+      # the output launch holds x, weight and bias: 130 registers (1 CTA of 256 a SM) at 32
+      # values a thread, on the CPU's SASS; 16 values: fewer registers, more CTAs a SM
+      step split_order_vals 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+        --kernels --set strategy=split --set vals_per_thread=16 ;;
     rms-bf16)  # which map layout for rmsnorm_channels_bf16 (sixteenth session, CPU SASS)
       for set in "vec_bits=128" "strategy=reload" "s_threads=1024" "s_threads=128"; do
         step "rms_bf16_${set%%=*}_${set##*=}" 150 $py tools/host_overhead.py \
