@@ -8,8 +8,6 @@ call that took ~1.7 ms on the H200; the weight does not change between calls, so
 is kept on the module (as a conv keeps its packed filter) while the Parameter and its version
 counter are the same. The SASS of both pack kernels is checked in test_gemm_compile.py."""
 
-import importlib.util
-import sys
 from importlib.util import find_spec
 
 import _cutegen_gemm_plans as gp  # registered by conftest.py
@@ -23,13 +21,10 @@ pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
 
 @pytest.fixture(scope="module")
 def cand(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gemm_pack") / "cand_linear_pack.py"
-    path.write_text(gp.rendered("gemm_fp32"))
-    spec = importlib.util.spec_from_file_location("cand_linear_pack", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("cand_linear_pack", None)
+    """gemm_fp32's rendered candidate, imported (its host functions run here; no GPU)."""
+    import _cutegen_famdata as fd  # registered by conftest.py
+
+    return fd.rendered_module(tmp_path_factory.mktemp("gemm_pack"), "gemm_fp32")
 
 
 def _strides(t: torch.Tensor, kmajor: bool):
