@@ -50,7 +50,7 @@ class ArgSpec:
         n = 1
         for s in self.shape:
             n *= s
-        return n * _itemsize(self.dtype)
+        return n * itemsize(self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -64,7 +64,8 @@ class ArgSpec:
         return ArgSpec(**d)
 
 
-def _itemsize(dtype: str) -> int:
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a torch dtype named without its ``torch.`` prefix (4 if unknown)."""
     return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
             "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
 

@@ -53,6 +53,7 @@ from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
 from cutegen.codegen.families.pooling import pool_plan
 from cutegen.codegen.families.pw_view import view_dims
 from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
+from cutegen.codegen.inputs import itemsize
 from cutegen.codegen.tasks import Task
 from cutegen.errors import TaskError
 
@@ -211,7 +212,7 @@ def _pointwise_plan(m: Matcher, calls: set[int], out: Node) -> Plan:
     params: tuple = (("bcast", True),) if outer else ()
     if not outer:  # rows of several trailing dims where the last alone is short (pw_view)
         k = view_dims(frame, [lf.shape for lf in m.leaves.values() if lf.kind != "value"],
-                      2 if out.dtype in ("bfloat16", "float16") else 4)
+                      itemsize(out.dtype))
         if k > 1:
             _reclassify(m, frame, k)
             params = (("k", k),)

@@ -31,6 +31,7 @@ from cutegen.codegen.families.render_strided import strided_knobs, strided_parts
 from cutegen.codegen.families.rowops import WRITES_ROW, row_op
 from cutegen.codegen.families.taskmodule import extract
 from cutegen.codegen.families.template import model_class, render_template
+from cutegen.codegen.inputs import itemsize
 
 _ROW_KNOBS = ({"strategy": "auto", "vals_per_thread": 32, "cta_threads": 128,
                "max_cta_threads": 512, "cluster_max": 8, "vec_bits": 128, "unroll": 1,
@@ -123,7 +124,6 @@ def long_row(plan: Plan) -> bool:
 SMEM_ROW_BYTES = 226 * 1024
 #: SMs of an H100 / H200, for defaults chosen at the task's main shape.
 _SMS = 132
-_ELEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def smem_row_fits(plan: Plan) -> bool:
@@ -131,7 +131,7 @@ def smem_row_fits(plan: Plan) -> bool:
     ``cluster_max`` CTAs (the row kernel drops ``smem_row`` silently where it does not fit:
     the candidate with it would be the one without)."""
     n = row_cols(plan)
-    size = _ELEM_BYTES.get(plan.leaf(plan.main).dtype or "", 4)
+    size = itemsize(plan.leaf(plan.main).dtype or "")
     return n is not None and n * size <= _ROW_KNOBS[0]["cluster_max"] * SMEM_ROW_BYTES
 
 

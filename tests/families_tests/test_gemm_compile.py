@@ -274,6 +274,20 @@ def fp32_fma_gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
+def _model_problem(m: int, k: int, n: int):
+    """Seeded fp32 operands (m x k, k x n) and the rmse of a product against their float64
+    one (for the accumulator model tests)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def rmse(c):
+        return math.sqrt(float(((c.astype(np.float64) - ref) ** 2).mean()))
+
+    return a, b, rmse
+
+
 def test_truncating_accumulator_model():
     """Models the hypothesis (NOT the hardware) behind ``promote``: with an accumulator that
     truncates to fp32's 24 significand bits after each k8 step, 3xTF32 over one accumulator
@@ -284,15 +298,8 @@ def test_truncating_accumulator_model():
     and a 64 x 64 output keep it to about a second."""
     from cutegen.codegen.families.gemm import PROMOTE_CHOICES, PROMOTE_DEFAULT
 
-    rng = np.random.default_rng(0)
-    m, k, n, tile_k = 64, 2048, 64, 32
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-
-    def rmse(c):
-        return math.sqrt(float(((c.astype(np.float64) - ref) ** 2).mean()))
-
+    tile_k = 32
+    a, b, rmse = _model_problem(64, 2048, 64)
     fp32 = rmse(fp32_fma_gemm(a, b))
     old = rmse(truncating_tc_gemm(*_pack_3xtf32(a, b, 0)))  # one accumulator over 3K
     inter = rmse(truncating_tc_gemm(*_pack_3xtf32(a, b, tile_k)))
@@ -317,16 +324,9 @@ def test_truncating_model_short_k():
     2.4x), promoting after every k tile less than fp32's (SHORT_K_TILES)."""
     from cutegen.codegen.families.gemm import PROMOTE_DEFAULT, SHORT_K_TILES
 
-    rng = np.random.default_rng(0)
-    m, k, n, tile_k = 128, 64, 128, 32
+    k, tile_k = 64, 32
     assert 3 * k // tile_k <= SHORT_K_TILES
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-
-    def rmse(c):
-        return math.sqrt(float(((c.astype(np.float64) - ref) ** 2).mean()))
-
+    a, b, rmse = _model_problem(128, k, 128)
     fp32 = rmse(fp32_fma_gemm(a, b))
     packed = _pack_3xtf32(a, b, tile_k)
     assert rmse(truncating_tc_gemm(*packed, promote_k=PROMOTE_DEFAULT * tile_k)) > 2 * fp32
