@@ -93,6 +93,10 @@
 #                  Linear GEMM cases correct (-n 2), the Linear chains timed with the packing
 #                  kept and not (host_overhead.py --set KEEP_PACKED=...), KernelBench L1 1, 2
 #                  and L2 12, 29, 76 through the CLI (carry .kb)                        ~12
+#   gemm-pairs     3xTF32 operands stored as (hi, lo) pairs and read as three slots
+#                  (seventeenth session): the fp32 GEMM GPU cases (skinny Linear included),
+#                  then the fp32 Linears timed with PAIRED_PARTS true / false, and
+#                  KernelBench L2 59 (M = 128, a 32768^2 weight) through the CLI (carry .kb) ~10
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -407,6 +411,17 @@ for s in "$@"; do
         --no-reports
       [ -d .kb/level2 ] && step pack_kb2 300 $py -m cutegen bench --kernelbench .kb --level 2 \
         --problems 12,29,76 --max-evals 1 --db /tmp/cutegen-pack-kb2.db --out "$out/pack-kb2" \
+        --no-reports ;;
+    gemm-pairs)  # 3xTF32 operands stored as (hi, lo) pairs (seventeenth session)
+      step pairs_gpu 360 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q -n 2 \
+        -p no:cacheprovider -k "fp32 or tf32 or linear or long-"
+      mkdir -p "$out/gemm-pairs" && cp runs/gemm_gpu/summary*.jsonl "$out/gemm-pairs/" 2>/dev/null
+      for k in true false; do
+        step "pairs_host_$k" 240 $py tools/host_overhead.py linear_skinny_gelu_fp32 \
+          linear_scale_leakyrelu_fp32 gemm_fp32 --calls 20 --kernels --set PAIRED_PARTS=$k
+      done
+      [ -d .kb/level2 ] && step pairs_kb 300 $py -m cutegen bench --kernelbench .kb --level 2 \
+        --problems 59 --max-evals 1 --db /tmp/cutegen-pairs-kb.db --out "$out/pairs-kb" \
         --no-reports ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
       step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \

@@ -25,11 +25,16 @@ batched over a leading L dim:
   epilogue's fp32 result and a second small CuTe kernel reduces each row.
 * **Precisions**: bf16 / fp16 operands with fp32 accumulation; ``tf32`` (fp32 operands,
   both K-major, so an M- or N-major operand is first transposed by a CuTe pack kernel);
-  ``3xtf32`` for fp32 tasks: a CuTe pack kernel writes A' = (A_hi, A_lo, A_hi) and
-  B'^T = (B_hi, B_hi, B_lo) interleaved per tile_k block of K (block j: its A_hi, A_lo,
-  A_hi columns, and B_hi, B_hi, B_lo, one after the other; K zero-padded to Kp, a multiple
-  of tile_k (times split_k)), A_hi = A rounded to tf32, A_lo = A - A_hi, and one TF32 GEMM
-  over K' = 3 Kp sums A_hi B_hi + A_lo B_hi + A_hi B_lo (the dropped A_lo B_lo is ~2^-22).
+  ``3xtf32`` for fp32 tasks: a CuTe pack kernel writes each operand as its (hi, lo) pair
+  interleaved per tile_k block of K (block j: the hi columns of its k, then the lo ones; K
+  zero-padded to Kp, a multiple of tile_k (times split_k)), hi = the value rounded to tf32,
+  lo = value - hi, and one TF32 GEMM over K' = 3 Kp reads block j as three k tiles, A's
+  (hi, lo, hi) against B's (hi, hi, lo), so it sums A_hi B_hi + A_lo B_hi + A_hi B_lo (the
+  dropped A_lo B_lo is ~2^-22). Stored as pairs, the packs hold two thirds of the bytes of
+  the three slots (the part two slots share is fetched once from memory and again from L2):
+  a skinny fp32 Linear (M = 128, a 32768 x 32768 weight) reads its packed weight, 2x the
+  weight's bytes, rather than 3x. (The candidate's ``PAIRED_PARTS = False`` packs the three
+  slots, to compare.)
   The DSL ships no TF32 WGMMA wrapper; the candidate defines one (``_MmaTF32Op``) on the
   DSL's SM90 MMA atom type.
 * **Promotion** (``promote``, tf32 / 3xtf32): Hopper's WGMMA accumulator appears to add

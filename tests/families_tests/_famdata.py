@@ -53,7 +53,8 @@ BUNDLED_GEMM = ("bmm_bf16", "gemm_16384x1024x4096_bf16", "gemm_4096_bf16",
                 "gemm_8192x8192x1024_bf16", "gemm_at_b_bf16", "gemm_bf16", "gemm_bias_gelu_bf16",
                 "gemm_bias_relu_bf16", "gemm_bias_relu_fp32", "gemm_fp32",
                 "gemm_scale_residual_bf16", "gemm_swish_bf16", "gemm_skinny_bf16",
-                "linear_mish_mish_fp32", "linear_scale_leakyrelu_fp32")
+                "linear_mish_mish_fp32", "linear_scale_leakyrelu_fp32",
+                "linear_skinny_gelu_fp32")
 #: Bundled reductions over any dims and norms (issue 19): name -> (family, op, prologue ops,
 #: epilogue ops), as ``Chain.describe`` lists them.
 BUNDLED_REDUCE = {

@@ -46,7 +46,7 @@ CASES += [("gemm_fp32", (("tile_n", 128),)), ("gemm_fp32", (("tile_m", 64),)),
 #: chooses it per call).
 LONG: list[tuple[str, tuple]] = [
     ("linear_scale_leakyrelu_fp32", ()), ("linear_scale_leakyrelu_fp32", (("cluster_m", 2),)),
-    ("gemm_skinny_bf16", (("split_k", 1),))]
+    ("gemm_skinny_bf16", (("split_k", 1),)), ("linear_skinny_gelu_fp32", ())]
 
 
 def _id(case) -> str:

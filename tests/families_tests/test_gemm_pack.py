@@ -3,7 +3,8 @@
 parameter kept across calls (``_pack_kept``).
 
 3xTF32 packs both operands into (hi, lo) parts on every call. For an fp32 Linear of 8192 x
-8192 (issue 17's chains) the weight's pack alone reads 256 MB and writes 768 MB a call, of a
+8192 (issue 17's chains) the weight's pack alone read 256 MB and wrote 768 MB a call (the
+three 3xTF32 slots; 512 MB as the (hi, lo) pair it is stored as now), of a
 call that took ~1.7 ms on the H200; the weight does not change between calls, so its packing
 is kept on the module (as a conv keeps its packed filter) while the Parameter and its version
 counter are the same. The SASS of both pack kernels is checked in test_gemm_compile.py."""

@@ -36,6 +36,8 @@ BUNDLED = {
                                     "add, mul, leaky_relu", "matrix", {"p_gemm_bias": "col"}),
     "linear_mish_mish_fp32": ({**_LIN, **_F32, "b": "p_linear_weight"}, "add, mish, mish",
                               "matrix", {"p_linear_bias": "col"}),
+    "linear_skinny_gelu_fp32": ({**_LIN, **_F32, "b": "p_fc_weight"}, "add, gelu, mul",
+                                "matrix", {"p_fc_bias": "col"}),
 }
 #: Our small tasks (gemm_tasks/rec_*.py), same layout as BUNDLED.
 EXTRA = {

@@ -1,0 +1,192 @@
+"""3xTF32 operands stored as (hi, lo) pairs, read as three K' slots (``_stored_k``).
+
+The GEMM's 3xTF32 path is one TF32 GEMM over K' = 3 Kp: A's tile_k block j read as the slots
+(hi, lo, hi), B's as (hi, hi, lo). Packing the slots themselves stores (and reads from memory)
+each operand three times over; a skinny fp32 Linear (M = 128, a 32768 x 32768 weight: four
+of KernelBench level 2's tasks) is bound by reading its packed weight. Stored as pairs, the
+producer maps each K' tile to the tile of the pair it reads, so the packs hold two thirds of
+the bytes.
+
+No GPU here: ``_gemm_launch`` runs on the CPU with its pack kernels replaced by a torch
+emulation of the documented layout and its kernel launches by an emulation, tile by tile, of
+what the kernel's TMA loads read: the operands as the host laid them out, the K' extent,
+strides and batch (slice) offsets the host passed, and the stored k tile the candidate's own
+``_stored_k`` names for each K' tile (the function the kernel's producer calls)."""
+
+from importlib.util import find_spec
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
+                                reason="nvidia-cutlass-dsl missing")
+
+
+@pytest.fixture(scope="module")
+def cand(tmp_path_factory):
+    """gemm_fp32's rendered candidate, imported (its host functions run here; no GPU)."""
+    import _cutegen_famdata as fd  # registered by conftest.py
+
+    return fd.rendered_module(tmp_path_factory.mktemp("gemm_pairs"), "gemm_fp32")
+
+
+def _int(v) -> int:
+    """A launch argument's integer (``_i32`` marshals a DSL Int32)."""
+    v = getattr(v, "vals", v)
+    return int(getattr(v, "value", v))
+
+
+def _tf32_hi(x: torch.Tensor) -> torch.Tensor:
+    return ((x.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
+
+
+class _Emulator:
+    """Stands in for the candidate's pack kernels, allocations and launches."""
+
+    def __init__(self, cand):
+        self.cand = cand
+        self.at: dict[int, torch.Tensor] = {}  # address -> the buffer starting there
+        self.kernels: list = []
+
+    def keep(self, t: torch.Tensor) -> torch.Tensor:
+        self.at[t.data_ptr()] = t
+        return t
+
+    def empty(self, *size, **kw):
+        return self.keep(torch.zeros(*size, **kw))
+
+    def pack(self, src, R, K, L, strides, parts, dst_dtype, r_fast, block=32, k_align=0):
+        """The documented layout: dst[l, r, (k // block) * n * block + p * block + k % block]
+        = part_p(src[l, r, k]), zero past K (see PackKernel)."""
+        Kp = -(-max(K, 1) // (k_align or 4)) * (k_align or 4)
+        s_r, s_k, s_l = strides
+        v = torch.as_strided(src, (L, R, K), (s_l, s_r, s_k), src.storage_offset())
+        x = torch.zeros(L, R, Kp)
+        x[:, :, :K] = v.float()
+        hi = _tf32_hi(x.contiguous())
+        vals = {"hi": hi, "lo": x - hi, "x": x}
+        n = len(parts)
+        dst = torch.zeros(L, R, Kp // block, n, block)
+        for p, name in enumerate(parts):
+            dst[:, :, :, p, :] = vals[name].view(L, R, Kp // block, block)
+        return self.keep(dst.view(L, R, n * Kp).to(dst_dtype)), n * Kp
+
+    def compile(self, op, *args, **kw):
+        return ("emulated", op)
+
+    def tensor(self, ptr) -> torch.Tensor:
+        return self.at[self.cand._PTR_INFO[id(ptr)][2]]
+
+    def go(self, fn, *args):
+        op = fn[1]
+        self.kernels.append(op)
+        if type(op).__name__ == "GemmKernel":
+            return self._gemm(op, *args)
+        assert type(op).__name__ == "SplitReduceKernel"
+        part, out = self.tensor(args[0]), self.tensor(args[1])
+        out.copy_(part.view(-1, *out.shape).sum(0).to(out.dtype))
+
+    def _gemm(self, op, a_ptr, b_ptr, c_ptr, M, N, K, L, lda, ldb, a_bs, b_bs, *rest):
+        """C[l] = sum over K' tiles of A's and B's stored tiles (``_stored_k``), each load
+        zero past the operand's stored K (TMA's fill), for each batch / slice l."""
+        assert op.a_kmajor and op.b_kmajor and op.epilogue is None
+        M, N, K, L, lda, ldb, a_bs, b_bs = map(_int, (M, N, K, L, lda, ldb, a_bs, b_bs))
+        a = self.tensor(a_ptr).reshape(-1).double()
+        b = self.tensor(b_ptr).reshape(-1).double()
+        c = self.tensor(c_ptr)
+        tk = op.tile_k
+        ka_ext = K // 3 * 2 if op.pairs[0] else K
+        kb_ext = K // 3 * 2 if op.pairs[1] else K
+        k_tiles = -(-ka_ext // tk)
+        if op.pairs[0]:
+            k_tiles = k_tiles // 2 * 3
+
+        def tile(flat, rows, ld, bs, ext, batch, kt):
+            k = kt * tk + torch.arange(tk)
+            idx = batch * bs + torch.arange(rows)[:, None] * ld + k[None, :]
+            ok = (k < ext)[None, :].expand(rows, tk)
+            return torch.where(ok, flat[idx.clamp(max=flat.numel() - 1)], 0.0)
+
+        for batch in range(L):
+            acc = torch.zeros(M, N, dtype=torch.float64)
+            for kt in range(k_tiles):
+                ka = self.cand._stored_k(kt, op.pairs[0], 0)
+                kb = self.cand._stored_k(kt, op.pairs[1], 1)
+                a_t = tile(a, M, lda, a_bs, ka_ext, batch, ka)
+                acc += a_t @ tile(b, N, ldb, b_bs, kb_ext, batch, kb).T
+            c.view(-1, M, N)[batch] = acc.to(c.dtype)
+
+
+def _launch(cand, monkeypatch, a, b, batched, split_k, paired):
+    emu = _Emulator(cand)
+    monkeypatch.setattr(cand, "_pack", emu.pack)
+    monkeypatch.setattr(cand, "_empty", emu.empty)
+    monkeypatch.setattr(cand, "_compile", emu.compile)
+    monkeypatch.setattr(cand, "_go", emu.go)
+    monkeypatch.setattr(cand, "_stream", lambda: None)
+    monkeypatch.setattr(cand, "_gemm_compiled", {})
+    monkeypatch.setattr(cand, "PAIRED_PARTS", paired)
+    monkeypatch.setitem(cand.TUNABLES, "split_k", split_k)
+    M, N = a.shape[-2], b.shape[-1]
+    out = emu.keep(torch.zeros((a.shape[0], M, N) if batched else (M, N)))
+    cand._gemm_launch(a, b, "a_k", "b_n", batched, out, "3xtf32", None, (), (), (), (), ())
+    return out, emu
+
+
+_CASES = [  # (A shape, B shape, batched, split_k): ragged M, N and K against the tiles
+    ((130, 200), (200, 70), False, 1),
+    ((1, 1000), (1000, 300), False, 0),   # one row: 2 output tiles, 3 K slices chosen
+    ((67, 640), (640, 129), False, 2),
+    ((2, 33, 96), (2, 96, 40), True, 1),  # batched
+]
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("a_shape, b_shape, batched, split_k", _CASES)
+def test_three_slots_of_either_storage_give_the_fp32_product(cand, monkeypatch, paired,
+                                                            a_shape, b_shape, batched,
+                                                            split_k):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(a_shape, generator=g)
+    b = torch.randn(b_shape, generator=g)
+    out, emu = _launch(cand, monkeypatch, a, b, batched, split_k, paired)
+    gemm = emu.kernels[0]
+    assert gemm.pairs == (paired, paired)
+    if split_k == 0:
+        assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel", "SplitReduceKernel"]
+    want = a.double() @ b.double()
+    err = (out.double() - want).abs().max().item()
+    assert err <= 2e-5 * max(1.0, want.abs().max().item()), err
+
+
+def test_pairs_store_two_thirds_of_the_slots(cand, monkeypatch):
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(64, 512, generator=g), torch.randn(512, 96, generator=g)
+    sizes = {}
+    for paired in (True, False):
+        _, emu = _launch(cand, monkeypatch, a, b, False, 1, paired)
+        sizes[paired] = sorted(t.numel() for t in emu.at.values() if t.dim() == 3)
+    assert [3 * n for n in sizes[True]] == [2 * n for n in sizes[False]]
+
+
+def test_slot_map_reads_each_product_once(cand):
+    """Per block, the three K' tiles read A's (hi, lo, hi) against B's (hi, hi, lo) from the
+    pair (tiles 2j, 2j + 1), and the same tiles where the slots are stored."""
+    for j in (0, 1, 7):
+        got = [(cand._stored_k(3 * j + s, True, 0), cand._stored_k(3 * j + s, True, 1))
+               for s in range(3)]
+        assert got == [(2 * j, 2 * j), (2 * j + 1, 2 * j), (2 * j, 2 * j + 1)]
+        assert [cand._stored_k(3 * j + s, False, o) for s in range(3) for o in (0, 1)] == \
+            [3 * j + s for s in range(3) for _ in (0, 1)]
+
+
+def test_a_wrong_slot_map_is_caught(cand, monkeypatch):
+    """The emulation can fail: reading B's pair in A's slot order sums A_hi B_hi twice and
+    A_lo B_lo, never A_hi B_lo: about twice the product."""
+    real = cand._stored_k
+    monkeypatch.setattr(cand, "_stored_k", lambda k, paired, operand: real(k, paired, 0))
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(40, 256, generator=g), torch.randn(256, 50, generator=g)
+    out, _ = _launch(cand, monkeypatch, a, b, False, 1, True)
+    want = a.double() @ b.double()
+    assert (out.double() - want).abs().max().item() > 1e-3 * want.abs().max().item()
