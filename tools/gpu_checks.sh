@@ -96,7 +96,8 @@
 #   gemm-pairs     3xTF32 operands stored as (hi, lo) pairs and read as three slots
 #                  (seventeenth session): the fp32 GEMM GPU cases (skinny Linear included),
 #                  then the fp32 Linears timed with PAIRED_PARTS true / false, and
-#                  KernelBench L2 59 (M = 128, a 32768^2 weight) through the CLI (carry .kb) ~10
+#                  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K slices
+#                  now) through the CLI (carry .kb)                                     ~13
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -422,6 +423,10 @@ for s in "$@"; do
       done
       [ -d .kb/level2 ] && step pairs_kb 300 $py -m cutegen bench --kernelbench .kb --level 2 \
         --problems 59 --max-evals 1 --db /tmp/cutegen-pairs-kb.db --out "$out/pairs-kb" \
+        --no-reports
+      # L1 6: a 256 x 256 output of K = 524288, now 32 K slices (8 before)
+      [ -d .kb/level1 ] && step pairs_kb1 240 $py -m cutegen bench --kernelbench .kb --level 1 \
+        --problems 6 --max-evals 1 --db /tmp/cutegen-pairs-kb1.db --out "$out/pairs-kb1" \
         --no-reports ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
       step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \

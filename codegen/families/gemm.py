@@ -54,8 +54,9 @@ warp group, 128: two), ``tile_n``, ``tile_k``, ``cluster_m`` / ``cluster_n`` (TM
 of B / A tiles inside the cluster), ``stages`` (shared-memory ring depth; 0: as many as
 fit, an explicit value is clamped to that), ``raster`` and ``swizzle`` (tile order), ``epilogue`` ("tma" / "direct"),
 ``split_k`` (0, the default: chosen per call from the shape, 1 unless the output has tiles
-for fewer than half the SMs, e.g. a skinny M or the one-row hidden shape of a Linear, then
-up to 8 slices so the work about fills the GPU; 1: off; 2 / 4: K is cut into that many
+for fewer than half the SMs, e.g. a skinny M, the one-row hidden shape of a Linear or a
+small output of a long K, then up to 32 slices so the work about fills the GPU; 1: off;
+2 / 4: K is cut into that many
 slices computed as batches of the kernel into an fp32 workspace, then a CuTe kernel sums
 them in a fixed order and applies the epilogue; ignored for bmm, torch.tril / triu and when
 K does not split into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole

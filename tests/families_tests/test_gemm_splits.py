@@ -39,6 +39,12 @@ def test_default_is_chosen_per_call():
     ((1, 8192, 256, 1), (128, 192, 32), "3xtf32", 1),       # K too short to cut (8 k tiles each)
     ((1, 8192, 4100, 1), (128, 256, 64), "bf16", 1),        # no 2 or 3 slices 16-byte aligned
     ((64, 4096, 3000, 1), (128, 256, 64), "bf16", 5),       # 16 tiles; 5 slices of 600
+    # a small output of a long K (KernelBench L1 6: 256 x 256, K = 524288): 4 tiles, 32
+    # slices (33 would fill the SMs); not only 8, which left 100 of the 132 SMs idle
+    ((256, 256, 524288, 1), (128, 192, 32), "3xtf32", 32),
+    ((256, 256, 524288, 1), (128, 256, 64), "bf16", 32),
+    ((1, 1024, 8192, 1), (128, 192, 32), "3xtf32", 22),     # one row, 6 tiles
+    ((1, 128, 1 << 20, 1), (128, 256, 64), "bf16", 32),     # one tile: at most 32
 ])
 def test_auto_splits(cand, shape, tiles, precision, want):
     M, N, K, L = shape
