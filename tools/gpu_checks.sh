@@ -142,6 +142,32 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/N
   echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
 }
 
+kb_once() {  # kb_once NAME SECONDS LEVEL PROBLEMS: KernelBench problems (carry .kb: a local
+  # copy of the public task files) through the CLI at upstream sizes, one evaluation each
+  local name=$1 limit=$2 level=$3 problems=$4
+  if [ ! -d ".kb/level$level" ]; then
+    echo "== $name: no .kb/level$level (carry .kb)" | tee -a "$out/steps.log"
+    return
+  fi
+  step "$name" "$limit" $py -m cutegen bench --kernelbench .kb --level "$level" \
+    --problems "$problems" --max-evals 1 --db "/tmp/cutegen-$name.db" --out "$out/$name" \
+    --no-reports
+}
+
+fp32_gemm_gpu() {  # fp32_gemm_gpu NAME: the fp32 / Linear GEMM cases through the evaluator
+  step "$1" 360 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q -n 2 \
+    -p no:cacheprovider -k "fp32 or tf32 or linear or long-"
+  mkdir -p "$out/$1" && cp runs/gemm_gpu/summary*.jsonl "$out/$1/" 2>/dev/null
+}
+
+switch_times() {  # switch_times NAME SWITCH TASK...: kernels per call, the switch true / false
+  local name=$1 switch=$2
+  shift 2
+  for k in true false; do
+    step "${name}_$k" 240 $py tools/host_overhead.py "$@" --calls 20 --kernels --set "$switch=$k"
+  done
+}
+
 bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE on that GPU
   local suite=$1 gpu=$2
   shift 2
@@ -393,41 +419,20 @@ for s in "$@"; do
           tests/families_tests/gemm19_tasks/chain_matmul_softmax_fp32.py \
           tests/families_tests/gemm19_tasks/chain_mlp_fp32.py --calls 50 --set promote=$p
       done
-      [ -d .kb/level1 ] && step promote_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 \
-        --problems 86,7 --max-evals 1 --db /tmp/cutegen-promote-kb.db --out "$out/promote-kb" \
-        --no-reports
-      [ -d .kb/level2 ] && step promote_kb2 200 $py -m cutegen bench --kernelbench .kb --level 2 \
-        --problems 25 --max-evals 1 --db /tmp/cutegen-promote-kb2.db --out "$out/promote-kb2" \
-        --no-reports ;;
+      kb_once promote_kb 300 1 86,7
+      kb_once promote_kb2 200 2 25 ;;
     pack-kept)  # 3xTF32 packs: PackVecKernel, a parameter's packing kept (sixteenth session)
-      step pack_gpu 360 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q -n 2 \
-        -p no:cacheprovider -k "fp32 or tf32 or linear or long-"
-      mkdir -p "$out/pack-kept" && cp runs/gemm_gpu/summary*.jsonl "$out/pack-kept/" 2>/dev/null
-      for k in true false; do
-        step "pack_host_$k" 240 $py tools/host_overhead.py linear_scale_leakyrelu_fp32 \
-          linear_mish_mish_fp32 gemm_fp32 --calls 20 --kernels --set KEEP_PACKED=$k
-      done
-      [ -d .kb/level1 ] && step pack_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 \
-        --problems 1,2 --max-evals 1 --db /tmp/cutegen-pack-kb.db --out "$out/pack-kb" \
-        --no-reports
-      [ -d .kb/level2 ] && step pack_kb2 300 $py -m cutegen bench --kernelbench .kb --level 2 \
-        --problems 12,29,76 --max-evals 1 --db /tmp/cutegen-pack-kb2.db --out "$out/pack-kb2" \
-        --no-reports ;;
+      fp32_gemm_gpu pack_gpu
+      switch_times pack_host KEEP_PACKED linear_scale_leakyrelu_fp32 linear_mish_mish_fp32 \
+        gemm_fp32
+      kb_once pack_kb 300 1 1,2
+      kb_once pack_kb2 300 2 12,29,76 ;;
     gemm-pairs)  # 3xTF32 operands stored as (hi, lo) pairs (seventeenth session)
-      step pairs_gpu 360 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q -n 2 \
-        -p no:cacheprovider -k "fp32 or tf32 or linear or long-"
-      mkdir -p "$out/gemm-pairs" && cp runs/gemm_gpu/summary*.jsonl "$out/gemm-pairs/" 2>/dev/null
-      for k in true false; do
-        step "pairs_host_$k" 240 $py tools/host_overhead.py linear_skinny_gelu_fp32 \
-          linear_scale_leakyrelu_fp32 gemm_fp32 --calls 20 --kernels --set PAIRED_PARTS=$k
-      done
-      [ -d .kb/level2 ] && step pairs_kb 300 $py -m cutegen bench --kernelbench .kb --level 2 \
-        --problems 59 --max-evals 1 --db /tmp/cutegen-pairs-kb.db --out "$out/pairs-kb" \
-        --no-reports
-      # L1 6: a 256 x 256 output of K = 524288, now 32 K slices (8 before)
-      [ -d .kb/level1 ] && step pairs_kb1 240 $py -m cutegen bench --kernelbench .kb --level 1 \
-        --problems 6 --max-evals 1 --db /tmp/cutegen-pairs-kb1.db --out "$out/pairs-kb1" \
-        --no-reports ;;
+      fp32_gemm_gpu pairs_gpu
+      switch_times pairs_host PAIRED_PARTS linear_skinny_gelu_fp32 linear_scale_leakyrelu_fp32 \
+        gemm_fp32
+      kb_once pairs_kb 300 2 59
+      kb_once pairs_kb1 240 1 6 ;;  # a 256 x 256 output of K = 524288: 32 K slices now (8)
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
       step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         tests/families_tests/test_conv_gpu.py -q -n 2 -p no:cacheprovider \
@@ -452,17 +457,13 @@ for s in "$@"; do
       # session): KernelBench fp32 tasks with large outputs, where the 1e3-scaled inputs reach
       # the evaluator's 2x-rmse rule, through the CLI (carry .kb)
       [ -d .kb/level1 ] || { echo "coverage-kb: carry .kb" | tee -a "$out/steps.log"; continue; }
-      step coverage_kb 560 $py -m cutegen bench --kernelbench .kb --level 1 \
-        --problems 1,7,18,89,40,23 --max-evals 1 --db /tmp/cutegen-coverage-kb.db \
-        --out "$out/coverage-kb" --no-reports ;;
+      kb_once coverage_kb 560 1 1,7,18,89,40,23 ;;
     bench-conv-deep)
       bench_suite conv-deep 0 --max-evals 2 ;;
     kb-new)  # KernelBench tasks recognised this session, at their upstream sizes
       [ -d .kb/level1 ] || { echo "kb-new: carry .kb (KernelBench's level1 / level2)" | tee -a "$out/steps.log"; continue; }
-      step kb_new 300 $py -m cutegen bench --kernelbench .kb --level 1 --problems 86,97 --max-evals 1 \
-        --db /tmp/cutegen-kb-new.db --out "$out/kb-new" --no-reports
-      step kb_new2 240 $py -m cutegen bench --kernelbench .kb --level 2 --problems 38 --max-evals 1 \
-        --db /tmp/cutegen-kb-new2.db --out "$out/kb-new2" --no-reports ;;
+      kb_once kb_new 300 1 86,97
+      kb_once kb_new2 240 2 38 ;;
     host-why)
       step host_why 240 $py tools/host_overhead.py batch_center_fp32 frobenius_norm_fp32 \
         conv2d_groupnorm_scale_maxpool_clamp_bf16 --calls 50 --kernels --profile \
