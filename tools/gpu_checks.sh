@@ -95,9 +95,10 @@
 #                  and L2 12, 29, 76 through the CLI (carry .kb)                        ~12
 #   gemm-pairs     3xTF32 operands stored as (hi, lo) pairs and read as three slots
 #                  (seventeenth session): the fp32 GEMM GPU cases (skinny Linear included),
-#                  then the fp32 Linears timed with PAIRED_PARTS true / false, and
+#                  then the fp32 Linears timed with PAIRED_PARTS true / false and with
+#                  wave_split true / false (a ragged last wave as two launches), and
 #                  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K slices
-#                  now) through the CLI (carry .kb)                                     ~13
+#                  now) through the CLI (carry .kb)                                     ~16
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -430,6 +431,9 @@ for s in "$@"; do
     gemm-pairs)  # 3xTF32 operands stored as (hi, lo) pairs (seventeenth session)
       fp32_gemm_gpu pairs_gpu
       switch_times pairs_host PAIRED_PARTS linear_skinny_gelu_fp32 linear_scale_leakyrelu_fp32 \
+        gemm_fp32
+      # a ragged last wave run as two launches (wave_split, on by default now)
+      switch_times wave_host wave_split linear_scale_leakyrelu_fp32 linear_mish_mish_fp32 \
         gemm_fp32
       kb_once pairs_kb 300 2 59
       kb_once pairs_kb1 240 1 6 ;;  # a 256 x 256 output of K = 524288: 32 K slices now (8)

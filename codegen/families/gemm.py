@@ -62,7 +62,11 @@ them in a fixed order and applies the epilogue; ignored for bmm, torch.tril / tr
 K does not split into 16-byte aligned slices; 3xtf32 pads K so each slice holds whole
 interleaved blocks. Shorter slices also shorten each output's chain of fp32 additions: at
 M = 1 a Linear's reference is cuBLAS's GEMV, whose tree-like sums the 1e-4 comparison
-holds a single-slice 3xTF32 chain against),
+holds a single-slice 3xTF32 chain against), ``wave_split`` (True, the default: a product
+whose tiles leave a ragged last wave, e.g. fp32 1024 x 8192 x 8192's 344 tiles on 132 SMs,
+runs as two launches over its rows, the first whole waves as they are and the rest in K
+slices, where the tile-time model of the template's ``_wave_plan`` says it saves 5% and 20
+µs; not for bmm, torch.tril / triu or an A that is a module's parameter; False: one launch),
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
@@ -146,14 +150,15 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     k = _k_extent(plan)
     values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": tile_k,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
-              "swizzle": 1, "epilogue": "tma", "split_k": 0,
+              "swizzle": 1, "epilogue": "tma", "split_k": 0, "wave_split": True,
               "promote": promote_for(precision, None if k is None else 3 * -(-k // tile_k)),
               "precision": precision}
     choices = {"tile_m": [64, 128], "tile_n": [64, 128, 192, 256] if not fp32 else FP32_TILE_N,
                "tile_k": [32, 64, 128] if not fp32 else [16, 32, 64],
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8], "epilogue": ["tma", "direct"],
-               "split_k": [0, 1, 2, 4], "promote": PROMOTE_CHOICES if fp32 else [0],
+               "split_k": [0, 1, 2, 4], "wave_split": [True, False],
+               "promote": PROMOTE_CHOICES if fp32 else [0],
                "precision": ["3xtf32", "tf32"] if precision == "tf32" else [precision]}
     modes = plan.param("precision_modes")  # what the task's tolerance admits, when known
     if modes:

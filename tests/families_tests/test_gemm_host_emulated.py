@@ -1,17 +1,20 @@
-"""3xTF32 operands stored as (hi, lo) pairs, read as three K' slots (``_stored_k``).
+"""The GEMM's host path emulated on the CPU: 3xTF32 operands stored as (hi, lo) pairs and
+read as three K' slots (``_stored_k``), and products whose ragged last wave is run as two
+launches (``_wave_split_launch``).
 
-The GEMM's 3xTF32 path is one TF32 GEMM over K' = 3 Kp: A's tile_k block j read as the slots
-(hi, lo, hi), B's as (hi, hi, lo). Packing the slots themselves stores (and reads from memory)
-each operand three times over; a skinny fp32 Linear (M = 128, a 32768 x 32768 weight: four
-of KernelBench level 2's tasks) is bound by reading its packed weight. Stored as pairs, the
+The 3xTF32 path is one TF32 GEMM over K' = 3 Kp: A's tile_k block j read as the slots (hi,
+lo, hi), B's as (hi, hi, lo). Packing the slots themselves stores (and reads from memory) each
+operand three times over; a skinny fp32 Linear (M = 128, a 32768 x 32768 weight: four of
+KernelBench level 2's tasks) is bound by reading its packed weight. Stored as pairs, the
 producer maps each K' tile to the tile of the pair it reads, so the packs hold two thirds of
 the bytes.
 
 No GPU here: ``_gemm_launch`` runs on the CPU with its pack kernels replaced by a torch
 emulation of the documented layout and its kernel launches by an emulation, tile by tile, of
-what the kernel's TMA loads read: the operands as the host laid them out, the K' extent,
-strides and batch (slice) offsets the host passed, and the stored k tile the candidate's own
-``_stored_k`` names for each K' tile (the function the kernel's producer calls)."""
+what the kernel's TMA loads read: the operands as the host laid them out (slices of a buffer
+included), the K' extent, strides and batch (slice) offsets the host passed, and the stored k
+tile the candidate's own ``_stored_k`` names for each K' tile (the function the kernel's
+producer calls); SplitReduceKernel sums the slices."""
 
 from importlib.util import find_spec
 
@@ -47,6 +50,7 @@ class _Emulator:
         self.cand = cand
         self.at: dict[int, torch.Tensor] = {}  # address -> the buffer starting there
         self.kernels: list = []
+        self.packed: list[int] = []  # the rows R of each operand packed
 
     def keep(self, t: torch.Tensor) -> torch.Tensor:
         self.at[t.data_ptr()] = t
@@ -58,6 +62,7 @@ class _Emulator:
     def pack(self, src, R, K, L, strides, parts, dst_dtype, r_fast, block=32, k_align=0):
         """The documented layout: dst[l, r, (k // block) * n * block + p * block + k % block]
         = part_p(src[l, r, k]), zero past K (see PackKernel)."""
+        self.packed.append(R)
         Kp = -(-max(K, 1) // (k_align or 4)) * (k_align or 4)
         s_r, s_k, s_l = strides
         v = torch.as_strided(src, (L, R, K), (s_l, s_r, s_k), src.storage_offset())
@@ -74,26 +79,35 @@ class _Emulator:
     def compile(self, op, *args, **kw):
         return ("emulated", op)
 
-    def tensor(self, ptr) -> torch.Tensor:
-        return self.at[self.cand._PTR_INFO[id(ptr)][2]]
+    def flat(self, ptr) -> torch.Tensor:
+        """The elements from the pointer's address to the end of the buffer holding it (a
+        launch may be given a slice of one: a wave split's rows)."""
+        addr = self.cand._PTR_INFO[id(ptr)][2]
+        for start, t in self.at.items():
+            size = t.numel() * t.element_size()
+            if start <= addr < start + size:
+                assert (addr - start) % t.element_size() == 0
+                return t.view(-1)[(addr - start) // t.element_size():]
+        raise AssertionError(f"no buffer holds address {addr:#x}")
 
     def go(self, fn, *args):
         op = fn[1]
         self.kernels.append(op)
         if type(op).__name__ == "GemmKernel":
             return self._gemm(op, *args)
-        assert type(op).__name__ == "SplitReduceKernel"
-        part, out = self.tensor(args[0]), self.tensor(args[1])
-        out.copy_(part.view(-1, *out.shape).sum(0).to(out.dtype))
+        assert type(op).__name__ == "SplitReduceKernel" and op.epilogue is None
+        numel = _int(args[2]) * _int(args[3])
+        part, out = self.flat(args[0]), self.flat(args[1])
+        out[:numel] = part[:op.splits * numel].view(op.splits, numel).sum(0).to(out.dtype)
 
     def _gemm(self, op, a_ptr, b_ptr, c_ptr, M, N, K, L, lda, ldb, a_bs, b_bs, *rest):
         """C[l] = sum over K' tiles of A's and B's stored tiles (``_stored_k``), each load
         zero past the operand's stored K (TMA's fill), for each batch / slice l."""
         assert op.a_kmajor and op.b_kmajor and op.epilogue is None
         M, N, K, L, lda, ldb, a_bs, b_bs = map(_int, (M, N, K, L, lda, ldb, a_bs, b_bs))
-        a = self.tensor(a_ptr).reshape(-1).double()
-        b = self.tensor(b_ptr).reshape(-1).double()
-        c = self.tensor(c_ptr)
+        a = self.flat(a_ptr).double()
+        b = self.flat(b_ptr).double()
+        c = self.flat(c_ptr)
         tk = op.tile_k
         ka_ext = K // 3 * 2 if op.pairs[0] else K
         kb_ext = K // 3 * 2 if op.pairs[1] else K
@@ -114,11 +128,14 @@ class _Emulator:
                 kb = self.cand._stored_k(kt, op.pairs[1], 1)
                 a_t = tile(a, M, lda, a_bs, ka_ext, batch, ka)
                 acc += a_t @ tile(b, N, ldb, b_bs, kb_ext, batch, kb).T
-            c.view(-1, M, N)[batch] = acc.to(c.dtype)
+            c[batch * M * N:(batch + 1) * M * N] = acc.reshape(-1).to(c.dtype)
 
 
-def _launch(cand, monkeypatch, a, b, batched, split_k, paired):
+def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None):
     emu = _Emulator(cand)
+    monkeypatch.setitem(cand.TUNABLES, "wave_split", wave_split)
+    if sms is not None:
+        monkeypatch.setattr(cand, "_sm_count", lambda t: sms)
     monkeypatch.setattr(cand, "_pack", emu.pack)
     monkeypatch.setattr(cand, "_empty", emu.empty)
     monkeypatch.setattr(cand, "_compile", emu.compile)
@@ -190,3 +207,54 @@ def test_a_wrong_slot_map_is_caught(cand, monkeypatch):
     out, _ = _launch(cand, monkeypatch, a, b, False, 1, True)
     want = a.double() @ b.double()
     assert (out.double() - want).abs().max().item() > 1e-3 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_a_wave_split_gives_the_product(cand, monkeypatch, paired):
+    """A ragged last wave (6 tiles on 4 SMs, the tile-time floor lifted for these small
+    sizes): two launches over the output's rows, the second in K slices summed by
+    SplitReduceKernel, with one K padding for both (A's rows packed per launch, B once)."""
+    monkeypatch.setattr(cand, "_WAVE_MIN_SAVED", 0.0)
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(364, 600, generator=g), torch.randn(600, 300, generator=g)
+    assert cand._wave_plan(364, 300, 600, (128, 192, 32), 4, "3xtf32") == (256, 2, 64)
+    out, emu = _launch(cand, monkeypatch, a, b, False, 0, paired, wave_split=True, sms=4)
+    assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel", "GemmKernel",
+                                                      "SplitReduceKernel"]
+    want = a.double() @ b.double()
+    err = (out.double() - want).abs().max().item()
+    assert err <= 2e-5 * want.abs().max().item(), err
+    # off: one launch
+    out, emu = _launch(cand, monkeypatch, a, b, False, 0, paired, wave_split=False, sms=4)
+    assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel"]
+
+
+def test_a_wave_split_packs_a_kept_weight_once(cand, monkeypatch):
+    """Both launches of a wave split pack B with the same K padding, so a Linear's kept
+    weight packing serves both, call after call (a different padding would replace it in
+    each launch: two packs of the weight a call)."""
+    import torch.nn as nn
+
+    monkeypatch.setattr(cand, "_WAVE_MIN_SAVED", 0.0)
+    lin = nn.Linear(600, 300)
+    x = torch.randn(364, 600, generator=torch.Generator().manual_seed(4))
+    packed = []
+    for _ in range(3):
+        emu = _Emulator(cand)
+        for name, fn in (("_pack", emu.pack), ("_empty", emu.empty), ("_compile", emu.compile),
+                         ("_go", emu.go), ("_stream", lambda: None)):
+            monkeypatch.setattr(cand, name, fn)
+        monkeypatch.setattr(cand, "_sm_count", lambda t: 4)
+        monkeypatch.setitem(cand.TUNABLES, "split_k", 0)
+        monkeypatch.setitem(cand.TUNABLES, "wave_split", True)
+        w = lin.weight
+        for buf in lin.__dict__.get("_cutegen_packed", {}).values():  # earlier calls' packing
+            emu.keep(buf[2])
+        out = emu.keep(torch.zeros(364, 300))
+        cand._gemm_launch(x, w.detach(), "a_k", "b_k", False, out, "3xtf32", None, (), (), (),
+                          (), (), kept=(None, (lin, w)))
+        assert len(emu.kernels) == 3  # a wave split
+        packed.append(emu.packed.count(300))
+        want = x.double() @ w.detach().double().T
+        assert (out.double() - want).abs().max().item() <= 2e-5 * want.abs().max().item()
+    assert packed == [1, 0, 0]
