@@ -65,8 +65,9 @@ M = 1 a Linear's reference is cuBLAS's GEMV, whose tree-like sums the 1e-4 compa
 holds a single-slice 3xTF32 chain against), ``wave_split`` (True, the default: a product
 whose tiles leave a ragged last wave, e.g. fp32 1024 x 8192 x 8192's 344 tiles on 132 SMs,
 runs as two launches over its rows, the first whole waves as they are and the rest in K
-slices, where the tile-time model of the template's ``_wave_plan`` says it saves 5% and 20
-µs; not for bmm, torch.tril / triu or an A that is a module's parameter; False: one launch),
+slices, or, one row of tiles (a skinny fp32 Linear at M = 128), as one launch in K slices,
+where the tile-time model of the template's ``_wave_plan`` says it saves 5% and 20 µs; not
+for bmm, torch.tril / triu or an A that is a module's parameter; False: one launch),
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its

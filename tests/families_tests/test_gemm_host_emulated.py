@@ -258,3 +258,19 @@ def test_a_wave_split_packs_a_kept_weight_once(cand, monkeypatch):
         want = x.double() @ w.detach().double().T
         assert (out.double() - want).abs().max().item() <= 2e-5 * want.abs().max().item()
     assert packed == [1, 0, 0]
+
+
+def test_a_wave_of_one_row_of_tiles_goes_to_k_slices(cand, monkeypatch):
+    """One row of tiles whose one wave leaves SMs idle (3 tiles on 4 SMs; the tile-time
+    floor and the partial sums' cost lifted for these small sizes): the whole product in 4 K
+    slices, one GEMM launch and the reduction."""
+    monkeypatch.setattr(cand, "_WAVE_MIN_SAVED", 0.0)
+    monkeypatch.setattr(cand, "_WORKSPACE_BW", 1e30)
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(100, 1100, generator=g), torch.randn(1100, 500, generator=g)
+    assert cand._wave_plan(100, 500, 1100, (128, 192, 32), 4, "3xtf32") == (0, 4, 128)
+    out, emu = _launch(cand, monkeypatch, a, b, False, 0, True, wave_split=True, sms=4)
+    assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel", "SplitReduceKernel"]
+    assert emu.kernels[1].splits == 4
+    want = a.double() @ b.double()
+    assert (out.double() - want).abs().max().item() <= 2e-5 * want.abs().max().item()

@@ -63,8 +63,12 @@ def test_auto_splits(cand, shape, tiles, precision, want):
     ((256, 256, 524288, 1), (128, 192, 32), "3xtf32", None),   # one wave or less: split-K
     ((1024, 8192, 256, 1), (128, 192, 32), "3xtf32", None),    # K too short to slice
     # 160 bf16 tiles (2 waves, the second 21% busy): 4 rows of tiles, then 32 in 4 slices
-    ((640, 8192, 2048, 1), (128, 256, 64), "bf16", (512, 4, 0)),
-    ((640, 8192, 1024, 1), (128, 256, 64), "bf16", None),      # saves < 20 us: not worth it
+    ((640, 8192, 8192, 1), (128, 256, 64), "bf16", (512, 4, 0)),
+    # the same at K = 2048: the slices' partial sums cost about what the split saves
+    ((640, 8192, 2048, 1), (128, 256, 64), "bf16", None),
+    # skinny fp32 (one row of tiles): 86 / 171 tiles, all in 3 K slices, one launch
+    ((128, 16384, 16384, 1), (128, 192, 32), "3xtf32", (0, 3, 96)),
+    ((128, 32768, 32768, 1), (128, 192, 32), "3xtf32", (0, 3, 96)),
 ])
 def test_wave_plan(cand, shape, tiles, precision, want):
     M, N, K, _ = shape
