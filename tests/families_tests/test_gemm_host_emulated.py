@@ -131,7 +131,8 @@ class _Emulator:
             c[batch * M * N:(batch + 1) * M * N] = acc.reshape(-1).to(c.dtype)
 
 
-def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None):
+def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None,
+            a_kind="a_k"):
     emu = _Emulator(cand)
     monkeypatch.setitem(cand.TUNABLES, "wave_split", wave_split)
     if sms is not None:
@@ -146,7 +147,9 @@ def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False,
     monkeypatch.setitem(cand.TUNABLES, "split_k", split_k)
     M, N = a.shape[-2], b.shape[-1]
     out = emu.keep(torch.zeros((a.shape[0], M, N) if batched else (M, N)))
-    cand._gemm_launch(a, b, "a_k", "b_n", batched, out, "3xtf32", None, (), (), (), (), ())
+    if a_kind == "a_m":  # A stored transposed, (K, M)
+        a = a.transpose(-1, -2).contiguous()
+    cand._gemm_launch(a, b, a_kind, "b_n", batched, out, "3xtf32", None, (), (), (), (), ())
     return out, emu
 
 
@@ -209,8 +212,8 @@ def test_a_wrong_slot_map_is_caught(cand, monkeypatch):
     assert (out.double() - want).abs().max().item() > 1e-3 * want.abs().max().item()
 
 
-@pytest.mark.parametrize("paired", [True, False])
-def test_a_wave_split_gives_the_product(cand, monkeypatch, paired):
+@pytest.mark.parametrize("paired, a_kind", [(True, "a_k"), (False, "a_k"), (True, "a_m")])
+def test_a_wave_split_gives_the_product(cand, monkeypatch, paired, a_kind):
     """A ragged last wave (6 tiles on 4 SMs, the tile-time floor lifted for these small
     sizes): two launches over the output's rows, the second in K slices summed by
     SplitReduceKernel, with one K padding for both (A's rows packed per launch, B once)."""
@@ -218,7 +221,8 @@ def test_a_wave_split_gives_the_product(cand, monkeypatch, paired):
     g = torch.Generator().manual_seed(3)
     a, b = torch.randn(364, 600, generator=g), torch.randn(600, 300, generator=g)
     assert cand._wave_plan(364, 300, 600, (128, 192, 32), 4, "3xtf32") == (256, 2, 64)
-    out, emu = _launch(cand, monkeypatch, a, b, False, 0, paired, wave_split=True, sms=4)
+    out, emu = _launch(cand, monkeypatch, a, b, False, 0, paired, wave_split=True, sms=4,
+                       a_kind=a_kind)
     assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel", "GemmKernel",
                                                       "SplitReduceKernel"]
     want = a.double() @ b.double()
