@@ -132,7 +132,9 @@ class _Emulator:
 
 
 def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None,
-            a_kind="a_k"):
+            a_kind="a_k", b_kind="b_n", kept=None, held=()):
+    """``_gemm_launch`` on the emulator (b_kind "b_k": b stored (N, K), a Linear's weight;
+    kept: the call's ``kept`` pair; held: tensors of earlier calls the kernels may read)."""
     emu = _Emulator(cand)
     monkeypatch.setitem(cand.TUNABLES, "wave_split", wave_split)
     if sms is not None:
@@ -145,11 +147,15 @@ def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False,
     monkeypatch.setattr(cand, "_gemm_compiled", {})
     monkeypatch.setattr(cand, "PAIRED_PARTS", paired)
     monkeypatch.setitem(cand.TUNABLES, "split_k", split_k)
-    M, N = a.shape[-2], b.shape[-1]
+    for t in held:
+        emu.keep(t)
+    M, N = a.shape[-2], (b.shape[-2] if b_kind == "b_k" else b.shape[-1])
     out = emu.keep(torch.zeros((a.shape[0], M, N) if batched else (M, N)))
     if a_kind == "a_m":  # A stored transposed, (K, M)
         a = a.transpose(-1, -2).contiguous()
-    cand._gemm_launch(a, b, a_kind, "b_n", batched, out, "3xtf32", None, (), (), (), (), ())
+    extra = {} if kept is None else {"kept": kept}
+    cand._gemm_launch(a, b, a_kind, b_kind, batched, out, "3xtf32", None, (), (), (), (), (),
+                      **extra)
     return out, emu
 
 
@@ -244,19 +250,10 @@ def test_a_wave_split_packs_a_kept_weight_once(cand, monkeypatch):
     x = torch.randn(364, 600, generator=torch.Generator().manual_seed(4))
     packed = []
     for _ in range(3):
-        emu = _Emulator(cand)
-        for name, fn in (("_pack", emu.pack), ("_empty", emu.empty), ("_compile", emu.compile),
-                         ("_go", emu.go), ("_stream", lambda: None)):
-            monkeypatch.setattr(cand, name, fn)
-        monkeypatch.setattr(cand, "_sm_count", lambda t: 4)
-        monkeypatch.setitem(cand.TUNABLES, "split_k", 0)
-        monkeypatch.setitem(cand.TUNABLES, "wave_split", True)
         w = lin.weight
-        for buf in lin.__dict__.get("_cutegen_packed", {}).values():  # earlier calls' packing
-            emu.keep(buf[2])
-        out = emu.keep(torch.zeros(364, 300))
-        cand._gemm_launch(x, w.detach(), "a_k", "b_k", False, out, "3xtf32", None, (), (), (),
-                          (), (), kept=(None, (lin, w)))
+        held = [buf[2] for buf in lin.__dict__.get("_cutegen_packed", {}).values()]
+        out, emu = _launch(cand, monkeypatch, x, w.detach(), False, 0, True, wave_split=True,
+                           sms=4, b_kind="b_k", kept=(None, (lin, w)), held=held)
         assert len(emu.kernels) == 3  # a wave split
         packed.append(emu.packed.count(300))
         want = x.double() @ w.detach().double().T

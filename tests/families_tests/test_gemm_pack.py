@@ -64,8 +64,8 @@ class _Counted:
         self.calls = 0
 
     def __call__(self, src, R, K, L, strides, parts, dst_dtype, r_fast, block=32, k_align=0):
-        self.calls += 1
-        return torch.full((1,), float(self.calls)), 3 * K
+        self.calls += 1  # what _pack returns: the packing and its row length, parts x K
+        return torch.full((1,), float(self.calls)), len(parts) * K
 
 
 def test_a_parameter_is_packed_once_until_it_changes(cand, monkeypatch):
@@ -73,10 +73,10 @@ def test_a_parameter_is_packed_once_until_it_changes(cand, monkeypatch):
     monkeypatch.setattr(cand, "_pack", packs)
     lin = nn.Linear(16, 8)
     w = lin.weight
-    args = (8, 16, 1, (16, 1, 128), ("hi", "hi", "lo"), torch.float32, False, 32, 32)
+    args = (8, 16, 1, (16, 1, 128), ("hi", "lo"), torch.float32, False, 32, 32)
     src = w.detach().unsqueeze(0)
     first = cand._pack_kept((lin, w), src, *args)
-    assert packs.calls == 1 and first[1] == 48
+    assert packs.calls == 1 and first[1] == 32
     again = cand._pack_kept((lin, w), w.detach().unsqueeze(0), *args)
     assert packs.calls == 1 and again[0] is first[0]
     assert list(lin.__dict__["_cutegen_packed"].values())[0][0] is w
@@ -106,7 +106,7 @@ def test_the_replay_signature_holds_the_kept_packing(cand, monkeypatch):
     known: list = []
     before = cand._call_sig(lin, (torch.randn(4, 16),), known)
     cand._pack_kept((lin, lin.weight), lin.weight.detach().unsqueeze(0), 8, 16, 1,
-                    (16, 1, 128), ("hi", "hi", "lo"), torch.float32, False, 32, 32)
+                    (16, 1, 128), ("hi", "lo"), torch.float32, False, 32, 32)
     after = cand._call_sig(lin, (torch.randn(4, 16),), [])
     assert before != after
 
