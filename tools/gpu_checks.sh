@@ -96,9 +96,11 @@
 #   gemm-pairs     3xTF32 operands stored as (hi, lo) pairs and read as three slots
 #                  (seventeenth session): the fp32 GEMM GPU cases (skinny Linear included),
 #                  then the fp32 Linears timed with PAIRED_PARTS true / false and with
-#                  wave_split true / false (a ragged last wave as two launches), and
-#                  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K slices
-#                  now) through the CLI (carry .kb)                                     ~16
+#                  wave_split true / false (a ragged last wave as two launches)          ~7
+#   gemm-pairs-kb  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K
+#                  slices now) through the CLI (carry .kb)                               ~9
+#   l2-hints       long rows with y stored and x's last read evict-first in L2 (l2_hints):
+#                  layernorm_4m_fp32 split / resident, hints on / off, kernels timed    ~3
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -435,8 +437,17 @@ for s in "$@"; do
       # a ragged last wave run as two launches (wave_split, on by default now)
       switch_times wave_host wave_split linear_scale_leakyrelu_fp32 linear_mish_mish_fp32 \
         gemm_fp32
+      ;;
+    gemm-pairs-kb)  # the same through the CLI on KernelBench's files (carry .kb)
       kb_once pairs_kb 300 2 59
       kb_once pairs_kb1 240 1 6 ;;  # a 256 x 256 output of K = 524288: 32 K slices now (8)
+    l2-hints)  # long rows: y stored and x's last read as evict-first (eighteenth session)
+      for s in split resident; do
+        for h in true false; do
+          step "l2_${s}_$h" 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+            --kernels --set strategy=$s --set l2_hints=$h
+        done
+      done ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
       step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         tests/families_tests/test_conv_gpu.py -q -n 2 -p no:cacheprovider \

@@ -10,7 +10,8 @@ profiler-guided knob changes.
 * :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
   ``FAMILY`` literal):
 
-  - kind **"tunable"**: flip ``TUNABLES["smem_row"]`` where the parent has it (long rows);
+  - kind **"tunable"**: flip ``TUNABLES["smem_row"]`` and ``TUNABLES["l2_hints"]`` where
+    the parent has them (long rows);
   - kind **"strategy"**: switch ``TUNABLES["strategy"]`` to each other allowed strategy;
   - kind **"fuse"**: re-render the parent fused (``{"fuse": True}``) when it runs its
     pointwise prologue / epilogue as kernels of their own, or unfused (``{"fuse": False}``)
@@ -174,6 +175,10 @@ def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
 #: correct but the slowest way for both long kinds: 16 rows of 4M fp32 with LayerNorm's
 #: weight and bias 415 us (split 225, auto 258), 4096 rows of 393,216 fp32 softmax 4,091 us
 #: (auto with the slice in shared memory 3,890, auto 4,273).
+#: The long rows' on / off knobs each flipped as a move of its own (``render.knobs``):
+#: ``smem_row`` (the slice kept in shared memory between the passes) and ``l2_hints`` (the
+#: output stored, and x read for the last time, evict-first in L2).
+_ROW_SWITCHES = ("smem_row", "l2_hints")
 STRATEGY_ORDER = {"row": ("auto", "split", "registers", "looped", "cluster", "resident")}
 
 
@@ -312,12 +317,14 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
             yield Proposal(CandidateSource(set_tunable(code, name, new), f"builtin:{desc}"),
                            Move("tunable", desc, "cheap",
                                 {"name": name, "from": t.value, "to": new, "hint": rule.key}))
-    keep = tunables.get("smem_row")
-    if keep is not None:  # long rows: keep the slice in shared memory between passes, or not
-        desc = f"smem_row {keep.value!r}->{not keep.value!r} ({fam.get('op')})"
-        yield Proposal(CandidateSource(set_tunable(code, "smem_row", not keep.value),
+    for name in _ROW_SWITCHES:  # long rows: keep the slice in shared memory, or not;
+        keep = tunables.get(name)  # stream the output through L2, or not
+        if keep is None:
+            continue
+        desc = f"{name} {keep.value!r}->{not keep.value!r} ({fam.get('op')})"
+        yield Proposal(CandidateSource(set_tunable(code, name, not keep.value),
                                        f"builtin:{desc}"),
-                       Move("tunable", desc, "cheap", {"name": "smem_row", "from": keep.value,
+                       Move("tunable", desc, "cheap", {"name": name, "from": keep.value,
                                                        "to": not keep.value}))
     strat = tunables.get("strategy")
     if strat is not None:

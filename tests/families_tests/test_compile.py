@@ -17,6 +17,8 @@ once, so nothing of the DSL is imported here):
   slice kept in shared memory between the two passes: half the global loads), with the
   ``split`` strategy (two launches) and the ``resident`` one (one persistent launch, a barrier
   in global memory);
+* the same three with ``l2_hints`` (main shape): the output stored, and x read for the
+  last time, evict-first in L2 (``STG.E.EF`` / ``LDG.E.EF``);
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -65,6 +67,9 @@ def _build_cases() -> list[dict]:
                 add(name, "auto", True, knobs, shape, "smem_row")  # split's default: no)
             add(name, "split", True, {}, shape, "split")
             add(name, "resident", True, {}, shape, "resident")
+        for strategy, knobs in (("auto", {"smem_row": True}), ("split", {}), ("resident", {})):
+            add(name, strategy, True, {**knobs, "l2_hints": True}, fd.shapes(name)[0],
+                "l2_hints")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -122,7 +127,8 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
     n, esize = _n_cols(c)
     plan = fd.plan_of(c["name"])
     if c["knobs"].get("vec_bits", 128) == 128 and (n * esize) % 16 == 0:
-        ops = {op for k in kernels for op in k["ops"]}
+        # (an evict-first access, l2_hints, is as wide: LDG.E.EF.128)
+        ops = {op.replace(".EF", "") for k in kernels for op in k["ops"]}
         assert "LDG.E.128" in ops, ops
         assert not ops & {"LDG.E.U16", "LDG.E.U8", "LDG.E.S16"}, ops
         writes_rows = plan.family != "row" or plan.op in ("softmax", "log_softmax",
@@ -185,6 +191,35 @@ def test_split_rows_run_two_launches(index, compiled):
     n, esize = _n_cols(CASES[index])
     if (n * esize) % 16 == 0:
         assert "STG.E.128" in out[1]["ops"] and "STG.E.128" not in stats[1]["ops"], kernels
+
+
+_HINTED = [i for i, c in enumerate(CASES) if c["group"] == "l2_hints"]
+
+
+@pytest.mark.parametrize("index", _HINTED, ids=[_case_id(CASES[i]) for i in _HINTED])
+def test_l2_hints_stream_the_output_and_x_last_read(index, compiled):
+    """With TUNABLES["l2_hints"], every 128-bit store of the output is evict-first
+    (STG.E.EF.128), and x's loads are where x is read from global memory for the last time
+    (resident and smem_row: staged in shared memory; split: the output launch; not in a
+    two-pass walk that stages nothing); the same case without hints has no evict-first
+    access at all."""
+    res = compiled[index]
+    c = CASES[index]
+    base = next(i for i, d in enumerate(CASES) if d["group"] in ("smem_row", "split", "resident")
+                and d["name"] == c["name"] and d["shape"] == c["shape"]
+                and d["strategy"] == c["strategy"]
+                and d["knobs"] == {k: v for k, v in c["knobs"].items() if k != "l2_hints"})
+    assert res["error"] is None and compiled[base]["error"] is None
+    kernels = {name: k["ops"] for comp in res["compiles"] for name, k in comp["kernels"].items()}
+    plain = [k["ops"] for comp in compiled[base]["compiles"] for k in comp["kernels"].values()]
+    assert not any(".EF" in op for ops in plain for op in ops), plain
+    writer = max(kernels.items(), key=lambda kv: len(kv[0]))[1]  # split: the output launch
+    assert "STG.E.EF.128" in writer and "STG.E.128" not in writer, writer
+    if c["strategy"] == "auto" and _n_cols(c)[0] > 1 << 21:
+        # 4M values a row: auto's slice is not staged, both passes read x: no load hinted
+        assert not any(op.startswith("LDG.E.EF") for op in writer), writer
+    else:
+        assert "LDG.E.EF.128" in writer, writer
 
 
 def _uses_tanh(name: str) -> bool:

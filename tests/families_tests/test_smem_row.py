@@ -103,3 +103,20 @@ def test_the_shared_memory_bound_matches_the_row_template():
             / "row.py.tmpl").read_text()
     line = next(x for x in text.splitlines() if x.startswith("_SMEM_ROW_BYTES ="))
     assert eval(line.split("=", 1)[1].split("#")[0]) == SMEM_ROW_BYTES  # noqa: S307
+
+
+def test_l2_hints_is_a_long_row_knob_flipped_as_a_move():
+    """``l2_hints`` (the output stored, and x read for the last time, evict-first in L2)
+    exists for long rows that are written, off by default, and a parent gets its flip."""
+    task, plan = _plan("layernorm_4m_fp32")
+    values, choices = knobs(plan)
+    assert values["l2_hints"] is False and choices["l2_hints"] == [False, True]
+    _, short = _plan("softmax_bf16")
+    assert "l2_hints" not in knobs(short)[0]
+    parent = next(p for p in BuiltinRewriter().initial(RewriteContext(task=task), n=1,
+                                                       rng=random.Random(0))).candidate
+    flips = [p for p in family_moves(RewriteContext(task=task, parent=parent))
+             if p.move.params.get("name") == "l2_hints"]
+    assert len(flips) == 1 and flips[0].move.kind == "tunable"
+    assert flips[0].move.params["to"] is True
+    assert parse_tunables(flips[0].candidate.code)["l2_hints"].value is True
