@@ -100,7 +100,8 @@
 #   gemm-pairs-kb  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K
 #                  slices now) through the CLI (carry .kb)                               ~9
 #   l2-hints       long rows with y stored and x's last read evict-first in L2 (l2_hints):
-#                  layernorm_4m_fp32 split / resident, hints on / off, kernels timed    ~3
+#                  layernorm_4m_fp32 split / resident and softmax_393k_fp32 auto with and
+#                  without smem_row, hints on / off, kernels timed                      ~5
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -442,10 +443,14 @@ for s in "$@"; do
       kb_once pairs_kb 300 2 59
       kb_once pairs_kb1 240 1 6 ;;  # a 256 x 256 output of K = 524288: 32 K slices now (8)
     l2-hints)  # long rows: y stored and x's last read as evict-first (eighteenth session)
-      for s in split resident; do
-        for h in true false; do
+      for h in true false; do
+        for s in split resident; do
           step "l2_${s}_$h" 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
             --kernels --set strategy=$s --set l2_hints=$h
+        done
+        for k in false true; do  # the two-pass walk re-reading x, and the staged one
+          step "l2_softmax_smem_${k}_$h" 200 $py tools/host_overhead.py softmax_393k_fp32 \
+            --calls 10 --kernels --set strategy=auto --set smem_row=$k --set l2_hints=$h
         done
       done ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)

@@ -200,9 +200,9 @@ _HINTED = [i for i, c in enumerate(CASES) if c["group"] == "l2_hints"]
 def test_l2_hints_stream_the_output_and_x_last_read(index, compiled):
     """With TUNABLES["l2_hints"], every 128-bit store of the output is evict-first
     (STG.E.EF.128), and x's loads are where x is read from global memory for the last time
-    (resident and smem_row: staged in shared memory; split: the output launch; not in a
-    two-pass walk that stages nothing); the same case without hints has no evict-first
-    access at all."""
+    (resident and smem_row: staged in shared memory; split: the output launch; a two-pass
+    walk that stages nothing: its output pass); the same case without hints has no
+    evict-first access at all."""
     res = compiled[index]
     c = CASES[index]
     base = next(i for i, d in enumerate(CASES) if d["group"] in ("smem_row", "split", "resident")
@@ -215,11 +215,7 @@ def test_l2_hints_stream_the_output_and_x_last_read(index, compiled):
     assert not any(".EF" in op for ops in plain for op in ops), plain
     writer = max(kernels.items(), key=lambda kv: len(kv[0]))[1]  # split: the output launch
     assert "STG.E.EF.128" in writer and "STG.E.128" not in writer, writer
-    if c["strategy"] == "auto" and _n_cols(c)[0] > 1 << 21:
-        # 4M values a row: auto's slice is not staged, both passes read x: no load hinted
-        assert not any(op.startswith("LDG.E.EF") for op in writer), writer
-    else:
-        assert "LDG.E.EF.128" in writer, writer
+    assert "LDG.E.EF.128" in writer, writer
 
 
 def _uses_tanh(name: str) -> bool:
