@@ -102,6 +102,8 @@
 #   l2-hints       long rows with y stored and x's last read evict-first in L2 (l2_hints):
 #                  layernorm_4m_fp32 split / resident and softmax_393k_fp32 auto with and
 #                  without smem_row, hints on / off, kernels timed                      ~5
+#   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
+#                  resident / split, hints on / off                                       ~3
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -451,6 +453,17 @@ for s in "$@"; do
         for k in false true; do  # the two-pass walk re-reading x, and the staged one
           step "l2_softmax_smem_${k}_$h" 200 $py tools/host_overhead.py softmax_393k_fp32 \
             --calls 10 --kernels --set strategy=auto --set smem_row=$k --set l2_hints=$h
+        done
+      done ;;
+    l2-ncu)  # the same kernels' DRAM bytes and L2 hit rate (is weight / bias re-read?)
+      ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)
+      for s in resident split; do
+        for h in true false; do
+          step "l2_ncu_${s}_$h" 200 "$ncu" --clock-control none --kernel-name regex:LayerNorm \
+            --launch-count 2 --metrics dram__bytes_read.sum,dram__bytes_write.sum,\
+lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+            $py tools/host_overhead.py layernorm_4m_fp32 --calls 1 --set strategy=$s \
+            --set l2_hints=$h
         done
       done ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
