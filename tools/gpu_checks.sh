@@ -99,9 +99,10 @@
 #                  wave_split true / false (a ragged last wave as two launches)          ~7
 #   gemm-pairs-kb  KernelBench L2 59 (M = 128, a 32768^2 weight) and L1 6 (up to 32 K
 #                  slices now) through the CLI (carry .kb)                               ~9
-#   l2-hints       long rows with y stored and x's last read evict-first in L2 (l2_hints):
-#                  layernorm_4m_fp32 split / resident and softmax_393k_fp32 auto with and
-#                  without smem_row, hints on / off, kernels timed                      ~5
+#   l2-hints       long rows with y stored and x's last read evict-first in L2 (l2_hints),
+#                  a staged slice copied in with cp.async (async_stage): the long tasks'
+#                  GPU cases with them, then layernorm_4m_fp32 split / resident and
+#                  softmax_393k_fp32 auto with and without smem_row, kernels timed       ~9
 #   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
 #                  resident / split, hints on / off                                       ~3
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
@@ -444,16 +445,19 @@ for s in "$@"; do
     gemm-pairs-kb)  # the same through the CLI on KernelBench's files (carry .kb)
       kb_once pairs_kb 300 2 59
       kb_once pairs_kb1 240 1 6 ;;  # a 256 x 256 output of K = 524288: 32 K slices now (8)
-    l2-hints)  # long rows: y stored and x's last read as evict-first (eighteenth session)
-      for h in true false; do
-        for s in split resident; do
-          step "l2_${s}_$h" 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
-            --kernels --set strategy=$s --set l2_hints=$h
-        done
-        for k in false true; do  # the two-pass walk re-reading x, and the staged one
-          step "l2_softmax_smem_${k}_$h" 200 $py tools/host_overhead.py softmax_393k_fp32 \
-            --calls 10 --kernels --set strategy=auto --set smem_row=$k --set l2_hints=$h
-        done
+    l2-hints)  # long rows: knobs l2_hints and async_stage (eighteenth session): correct,
+      # then timed kernel by kernel
+      step long_knobs_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -n 2 -p no:cacheprovider -k "long- and (async_stage or l2_hints)"
+      for set in "strategy=split" "strategy=split l2_hints=true" "strategy=resident" \
+          "strategy=resident l2_hints=true" "strategy=resident async_stage=true l2_hints=true"; do
+        step "l2_ln_${set// /_}" 150 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+          --kernels $(printf -- "--set %s " $set)
+      done
+      for set in "smem_row=false" "smem_row=false l2_hints=true" "smem_row=true" \
+          "smem_row=true async_stage=true" "smem_row=true l2_hints=true"; do
+        step "l2_sm_${set// /_}" 150 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 \
+          --kernels --set strategy=auto $(printf -- "--set %s " $set)
       done ;;
     l2-ncu)  # the same kernels' DRAM bytes and L2 hit rate (is weight / bias re-read?)
       ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)

@@ -10,8 +10,8 @@ profiler-guided knob changes.
 * :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
   ``FAMILY`` literal):
 
-  - kind **"tunable"**: flip ``TUNABLES["smem_row"]`` and ``TUNABLES["l2_hints"]`` where
-    the parent has them (long rows);
+  - kind **"tunable"**: flip ``TUNABLES["smem_row"]``, ``["l2_hints"]`` and
+    ``["async_stage"]`` where the parent has them (long rows);
   - kind **"strategy"**: switch ``TUNABLES["strategy"]`` to each other allowed strategy;
   - kind **"fuse"**: re-render the parent fused (``{"fuse": True}``) when it runs its
     pointwise prologue / epilogue as kernels of their own, or unfused (``{"fuse": False}``)
@@ -176,9 +176,10 @@ def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
 #: weight and bias 415 us (split 225, auto 258), 4096 rows of 393,216 fp32 softmax 4,091 us
 #: (auto with the slice in shared memory 3,890, auto 4,273).
 #: The long rows' on / off knobs each flipped as a move of its own (``render.knobs``):
-#: ``smem_row`` (the slice kept in shared memory between the passes) and ``l2_hints`` (the
-#: output stored, and x read for the last time, evict-first in L2).
-_ROW_SWITCHES = ("smem_row", "l2_hints")
+#: ``smem_row`` (the slice kept in shared memory between the passes), ``l2_hints`` (the
+#: output stored, and x read for the last time, evict-first in L2) and ``async_stage`` (a
+#: staged slice copied in with cp.async, all of it in flight at once).
+_ROW_SWITCHES = ("smem_row", "l2_hints", "async_stage")
 STRATEGY_ORDER = {"row": ("auto", "split", "registers", "looped", "cluster", "resident")}
 
 

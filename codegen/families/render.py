@@ -82,7 +82,8 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         if smem_row_fits(plan):  # else the kernel would drop it: no knob, no move
             values["smem_row"], choices["smem_row"] = False, [False, True]
         choices["strategy"] = [*choices["strategy"], "split", "resident"]
-        values["l2_hints"], choices["l2_hints"] = False, [False, True]
+        for name in ("l2_hints", "async_stage"):  # (async_stage: where a slice is staged)
+            values[name], choices[name] = False, [False, True]
         if few_unheld_rows(plan):
             values["strategy"] = "split"
     if not fused and plan.family != "pointwise":

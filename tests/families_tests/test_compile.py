@@ -19,6 +19,8 @@ once, so nothing of the DSL is imported here):
   in global memory);
 * the same three with ``l2_hints`` (main shape): the output stored, and x read for the
   last time, evict-first in L2 (``STG.E.EF`` / ``LDG.E.EF``);
+* ``async_stage`` on the staged walk and the resident launch (main shape): the slice copied
+  into shared memory with cp.async (``LDGSTS``), no global load of x left;
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -70,6 +72,9 @@ def _build_cases() -> list[dict]:
         for strategy, knobs in (("auto", {"smem_row": True}), ("split", {}), ("resident", {})):
             add(name, strategy, True, {**knobs, "l2_hints": True}, fd.shapes(name)[0],
                 "l2_hints")
+        for strategy, knobs in (("auto", {"smem_row": True}), ("resident", {})):
+            add(name, strategy, True, {**knobs, "async_stage": True}, fd.shapes(name)[0],
+                "async_stage")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -127,8 +132,10 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
     n, esize = _n_cols(c)
     plan = fd.plan_of(c["name"])
     if c["knobs"].get("vec_bits", 128) == 128 and (n * esize) % 16 == 0:
-        # (an evict-first access, l2_hints, is as wide: LDG.E.EF.128)
-        ops = {op.replace(".EF", "") for k in kernels for op in k["ops"]}
+        # (an evict-first access, l2_hints, is as wide: LDG.E.EF.128; so is a cp.async of
+        # 16 bytes, async_stage: LDGSTS.E.BYPASS.LTC128B.128)
+        ops = {"LDG.E.128" if op.startswith("LDGSTS") and op.endswith(".128")
+               else op.replace(".EF", "") for k in kernels for op in k["ops"]}
         assert "LDG.E.128" in ops, ops
         assert not ops & {"LDG.E.U16", "LDG.E.U8", "LDG.E.S16"}, ops
         writes_rows = plan.family != "row" or plan.op in ("softmax", "log_softmax",
@@ -216,6 +223,33 @@ def test_l2_hints_stream_the_output_and_x_last_read(index, compiled):
     writer = max(kernels.items(), key=lambda kv: len(kv[0]))[1]  # split: the output launch
     assert "STG.E.EF.128" in writer and "STG.E.128" not in writer, writer
     assert "LDG.E.EF.128" in writer, writer
+
+
+_ASYNC = [i for i, c in enumerate(CASES) if c["group"] == "async_stage"]
+
+
+@pytest.mark.parametrize("index", _ASYNC, ids=[_case_id(CASES[i]) for i in _ASYNC])
+def test_async_stage_copies_the_slice_with_cp_async(index, compiled):
+    """With TUNABLES["async_stage"], a staged slice (smem_row where it fits, resident) is
+    copied in with cp.async (LDGSTS, 128-bit) and read back from shared memory: the kernel
+    loads x from global memory with nothing else (softmax has no other operand: no LDG at
+    all). Where the slice is not staged (4M values a row, auto), the knob changes nothing."""
+    res, c = compiled[index], CASES[index]
+    assert res["error"] is None, res["error"]
+    ops: dict = {}
+    for comp in res["compiles"]:
+        for k in comp["kernels"].values():
+            for op, n in k["ops"].items():
+                ops[op] = ops.get(op, 0) + n
+    staged = c["strategy"] == "resident" or _n_cols(c)[0] <= 1 << 21
+    async_ops = [op for op in ops if op.startswith("LDGSTS")]
+    if not staged:
+        assert not async_ops, ops
+        return
+    assert async_ops and all(op.endswith(".128") for op in async_ops), ops
+    if c["name"] != "layernorm_4m_fp32":  # (weight and bias are still loaded)
+        assert not [op for op in ops if op.startswith("LDG.")
+                    and "STRONG" not in op], ops  # (the resident barrier's loads are strong)
 
 
 def _uses_tanh(name: str) -> bool:

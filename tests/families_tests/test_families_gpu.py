@@ -32,8 +32,9 @@ from cutegen.codegen.tasks import load_task_file
 OUT = fd.ROOT / "runs" / "families_gpu"
 pytestmark = pytest.mark.gpu
 
-#: (task, strategy, fused, extra knob) with the extra knob "" (none), "fast_math" or
-#: "smem_row" set to True, or "KEY=VALUE" (an integer knob set to VALUE).
+#: (task, strategy, fused, extra knobs) with the extra knobs "" (none), a knob set to True
+#: ("fast_math", "smem_row"), "KEY=VALUE" (an integer knob set to VALUE), or several of
+#: those joined by "+".
 CASES = [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_COVERED)]
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
@@ -52,6 +53,11 @@ CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.gl
 CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
           for extra in ("", "smem_row")] + [(name, s, True, "") for s in ("split", "resident")
                                            for name in sorted(fd.BUNDLED_LONG)]
+#: ... and with the staged slice copied in by cp.async (async_stage), the output and x's last
+#: read evict-first in L2 (l2_hints), each on the staged walk and the resident launch.
+CASES += [(name, s, True, extra) for name in sorted(fd.BUNDLED_LONG)
+          for s, base in (("auto", "smem_row+"), ("resident", ""))
+          for extra in (base + "async_stage", base + "l2_hints")]
 #: The pool family's other span shapes on its small tasks: eight outputs a thread, and scalar
 #: span reads (``KEY=VALUE`` extras set that knob).
 CASES += [(name, "default", True, extra)
@@ -92,7 +98,9 @@ def evaluators():
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_family_candidate_is_correct(case, evaluators):
     name, strategy, fused, extra = case
-    key, _, val = extra.partition("=")
-    code = fd.rendered(name, strategy, fused,
-                       ((key, int(val) if val else True),) if extra else ())
+    knobs = []
+    for item in extra.split("+") if extra else ():
+        key, _, val = item.partition("=")
+        knobs.append((key, int(val) if val else True))
+    code = fd.rendered(name, strategy, fused, tuple(sorted(knobs)))
     gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))
