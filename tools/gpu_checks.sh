@@ -103,6 +103,8 @@
 #                  a staged slice copied in with cp.async (async_stage): the long tasks'
 #                  GPU cases with them, then layernorm_4m_fp32 split / resident and
 #                  softmax_393k_fp32 auto with and without smem_row, kernels timed       ~9
+#   long-defaults  softmax / log-softmax 393K on their new default (staged with cp.async)
+#                  correct one case at a time, then KernelBench L1 23, 24 through the CLI  ~6
 #   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
 #                  resident / split, hints on / off                                       ~3
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
@@ -459,6 +461,12 @@ for s in "$@"; do
         step "l2_sm_${set// /_}" 150 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 \
           --kernels --set strategy=auto $(printf -- "--set %s " $set)
       done ;;
+    long-defaults)  # the staged, cp.async walk as the long rows' default (eighteenth session):
+      # the 6 GB softmaxes' defaults and the cases that ran out of memory at -n 2, one at a
+      # time, then KernelBench L1 23 / 24 (the same shapes) through the CLI
+      step long_defaults_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -p no:cacheprovider -k "long- and 393k and (auto and not smem_row or l2_hints)"
+      kb_once long_kb 300 1 23,24 ;;
     l2-ncu)  # the same kernels' DRAM bytes and L2 hit rate (is weight / bias re-read?)
       ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)
       for s in resident split; do

@@ -2,8 +2,9 @@
 profiler-guided knob changes.
 
 * :func:`family_proposals`: the rendered candidates for a recognised task (the fused
-  default first, then for long rows the default with the row slice kept in shared memory
-  between its two passes (``smem_row``), then each other strategy in
+  default first, then for long rows the default walked the other way: with its row slice
+  read twice where the default keeps it in shared memory between the two passes
+  (``smem_row``), then each other strategy in
   :data:`STRATEGY_ORDER`, then the default with
   ``fast_math`` where a bf16 / fp16 result has transcendentals in its chains, then the
   unfused variant), move kind "family".
@@ -149,16 +150,20 @@ def not_covered_message(task: Task) -> str:
 
 
 def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
-          smem_row: bool = False) -> Move:
+          smem_row: bool | None = None) -> Move:
+    """The root's move for a rendered variant (``smem_row``: set against its default, or
+    None where the variant keeps the default)."""
     how = ("" if fused or not can_split(plan) else ", unfused") + (", fast math" if fast_math
                                                                    else "")
-    how += ", row slice kept in shared memory" if smem_row else ""
+    if smem_row is not None:
+        how += (", row slice kept in shared memory" if smem_row
+                else ", row read twice (no shared-memory copy)")
     params: dict[str, object] = {"family": plan.family, "op": plan.op, "strategy": strategy,
                                  "fused": fused}
     if fast_math:
         params["fast_math"] = True
-    if smem_row:
-        params["smem_row"] = True
+    if smem_row is not None:
+        params["smem_row"] = smem_row
     return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap", params)
 
 
@@ -201,25 +206,25 @@ def family_proposals(task: Task) -> list[Proposal]:
             continue
         values, choices = knobs(plan)
         default = values.get("strategy", "default")  # the pool family has one way only
-        # (strategy, fused, fast math, row slice in shared memory)
-        variants = [(default, True, False, False)]
-        if "smem_row" in choices:  # long rows: one read of x instead of two, right after
-            variants.append((default, True, False, True))
+        # (strategy, fused, fast math, row slice in shared memory: None keeps the default)
+        variants: list[tuple[str, bool, bool, bool | None]] = [(default, True, False, None)]
+        if "smem_row" in choices:  # long rows: the other way of walking them, right after
+            variants.append((default, True, False, not values["smem_row"]))
         if "fast_math" in choices:  # transcendentals into a bf16 / fp16 result: next, since
             # on the H200 kl_div_bf16 (two logs an element) ran 338.8 -> 139.2 us with it and
             # selu_bf16 lost nothing (303.1 / 303.3 us; 2026-12-03), while the strategies
             # change the same kernel's shape
-            variants.append((default, True, True, False))
-        variants += [(s, True, False, False) for s in _ordered(
+            variants.append((default, True, True, None))
+        variants += [(s, True, False, None) for s in _ordered(
             plan.family, choices.get("strategy", [default])) if s != default]
         if can_split(plan):
-            variants.append((default, False, False, False))
+            variants.append((default, False, False, None))
         for strategy, fused, fast, smem_row in variants:
             tunables: dict[str, object] = {"strategy": strategy} if "strategy" in values else {}
             if fast:
                 tunables["fast_math"] = True
-            if smem_row:
-                tunables["smem_row"] = True
+            if smem_row is not None:
+                tunables["smem_row"] = smem_row
             try:
                 code = render(plan, task.source, tunables=tunables, fused=fused)
             except TaskModuleError as e:  # remembered, so not_covered_message says why

@@ -33,8 +33,8 @@ OUT = fd.ROOT / "runs" / "families_gpu"
 pytestmark = pytest.mark.gpu
 
 #: (task, strategy, fused, extra knobs) with the extra knobs "" (none), a knob set to True
-#: ("fast_math", "smem_row"), "KEY=VALUE" (an integer knob set to VALUE), or several of
-#: those joined by "+".
+#: ("fast_math", "smem_row"), "KEY=VALUE" (an integer knob set to VALUE, a switch to "true" or
+#: "false"), or several of those joined by "+".
 CASES = [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLED_COVERED)]
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
@@ -48,16 +48,17 @@ CASES += [(name, fd.variants(name)[0][0], True, "") for name in sorted(fd.BUNDLE
 CASES += [(name, s, f, "") for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
           for s, f in fd.variants(name)]
 #: Issue 17: the long suite's tasks (6 GB rows of 1.5 MiB, 16 rows of 4M values), default,
-#: with the row slice kept in shared memory between the passes, split over independent
+#: with the row slice read twice (smem_row off; on by default), split over independent
 #: CTAs in two launches, and resident (one persistent launch; ids start ``long-``).
 CASES += [(name, fd.variants(name)[0][0], True, extra) for name in sorted(fd.BUNDLED_LONG)
-          for extra in ("", "smem_row")] + [(name, s, True, "") for s in ("split", "resident")
-                                           for name in sorted(fd.BUNDLED_LONG)]
-#: ... and with the staged slice copied in by cp.async (async_stage), the output and x's last
-#: read evict-first in L2 (l2_hints), each on the staged walk and the resident launch.
+          for extra in ("", "smem_row=false")]
+CASES += [(name, s, True, "") for s in ("split", "resident") for name in sorted(fd.BUNDLED_LONG)]
+#: ... and with the staged slice copied in by plain loads and stores (async_stage off; on by
+#: default: cp.async), and with the output and x's last read evict-first in L2 (l2_hints),
+#: each on the staged walk and the resident launch.
 CASES += [(name, s, True, extra) for name in sorted(fd.BUNDLED_LONG)
           for s, base in (("auto", "smem_row+"), ("resident", ""))
-          for extra in (base + "async_stage", base + "l2_hints")]
+          for extra in (base + "async_stage=false", base + "l2_hints")]
 #: The pool family's other span shapes on its small tasks: eight outputs a thread, and scalar
 #: span reads (``KEY=VALUE`` extras set that knob).
 CASES += [(name, "default", True, extra)
@@ -101,6 +102,7 @@ def test_family_candidate_is_correct(case, evaluators):
     knobs = []
     for item in extra.split("+") if extra else ():
         key, _, val = item.partition("=")
-        knobs.append((key, int(val) if val else True))
+        knobs.append((key, {"": True, "false": False, "true": True}.get(val, val)
+                      if not val.isdigit() else int(val)))
     code = fd.rendered(name, strategy, fused, tuple(sorted(knobs)))
     gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))

@@ -36,7 +36,8 @@ def test_the_knob_exists_for_long_rows_that_are_written():
     _, plan = _plan("softmax_393k_fp32")
     assert row_cols(plan) == 393216 and long_row(plan)
     values, choices = knobs(plan)
-    assert values["smem_row"] is False and choices["smem_row"] == [False, True]
+    assert values["smem_row"] is True and choices["smem_row"] == [True, False]
+    assert values["async_stage"] is True and values["l2_hints"] is False
     assert values["strategy"] == "auto" and choices["strategy"][-2:] == ["split", "resident"]
 
 
@@ -54,20 +55,21 @@ def test_root_offers_it_second_and_the_parent_gets_the_flip():
     props = [p for p in BuiltinRewriter().initial(RewriteContext(task=task), n=8,
                                                   rng=random.Random(0))
              if p.move.kind == "family"]
+    # the default stages the slice (one read of x); the second reads x twice
     assert props[0].move.params.get("smem_row") is None
     assert props[1].move.params == {"family": "row", "op": "softmax", "strategy": "auto",
-                                    "fused": True, "smem_row": True}
-    assert "shared memory" in props[1].move.description
+                                    "fused": True, "smem_row": False}
+    assert "read twice" in props[1].move.description
     assert props[2].move.params["strategy"] == "split"  # then the split, before the rest
-    assert parse_tunables(props[1].candidate.code)["smem_row"].value is True
-    assert parse_tunables(props[0].candidate.code)["smem_row"].value is False
+    assert parse_tunables(props[1].candidate.code)["smem_row"].value is False
+    assert parse_tunables(props[0].candidate.code)["smem_row"].value is True
     flips = [p for p in family_moves(RewriteContext(task=task, parent=props[0].candidate))
              if p.move.params.get("name") == "smem_row"]
-    assert len(flips) == 1 and flips[0].move.params["to"] is True
-    assert parse_tunables(flips[0].candidate.code)["smem_row"].value is True
+    assert len(flips) == 1 and flips[0].move.params["to"] is False
+    assert parse_tunables(flips[0].candidate.code)["smem_row"].value is False
     back = [p for p in family_moves(RewriteContext(task=task, parent=props[1].candidate))
             if p.move.params.get("name") == "smem_row"]
-    assert back[0].move.params["to"] is False
+    assert back[0].move.params["to"] is True
 
 
 def test_few_rows_no_cluster_can_hold_start_split_without_the_knob():
