@@ -466,6 +466,7 @@ for s in "$@"; do
       # time, then KernelBench L1 23 / 24 (the same shapes) through the CLI
       step long_defaults_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         -q -p no:cacheprovider -k "long- and 393k and (auto and not smem_row or l2_hints)"
+      step long_defaults_time 120 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 --kernels
       kb_once long_kb 300 1 23,24 ;;
     l2-ncu)  # the same kernels' DRAM bytes and L2 hit rate (is weight / bias re-read?)
       ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)
