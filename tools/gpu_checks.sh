@@ -462,12 +462,14 @@ for s in "$@"; do
           --kernels --set strategy=auto $(printf -- "--set %s " $set)
       done ;;
     long-defaults)  # the staged, cp.async walk as the long rows' default (eighteenth session):
-      # the 6 GB softmaxes' defaults and the cases that ran out of memory at -n 2, one at a
-      # time, then KernelBench L1 23 / 24 (the same shapes) through the CLI
-      step long_defaults_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
-        -q -p no:cacheprovider -k "long- and 393k and (auto and not smem_row or l2_hints)"
+      # the 6 GB softmaxes' defaults one at a time, timed, then KernelBench L1 23 / 24 (the
+      # same shapes) through the CLI; then the cases that ran out of memory at -n 2
+      step long_defaults_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -p no:cacheprovider -k "long- and 393k and auto and not smem_row"
       step long_defaults_time 120 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 --kernels
-      kb_once long_kb 300 1 23,24 ;;
+      kb_once long_kb 300 1 23,24
+      step long_hints_gpu 150 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -p no:cacheprovider -k "long- and log_softmax_393k and l2_hints" ;;
     l2-ncu)  # the same kernels' DRAM bytes and L2 hit rate (is weight / bias re-read?)
       ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)
       for s in resident split; do
