@@ -151,6 +151,11 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/N
   echo "== $name: exit $? after $((SECONDS - t0))s" | tee -a "$out/steps.log"
 }
 
+log_name() {  # log_name "KEY=VALUE ...": a log file name the device tool brings back (no '=')
+  local n=${1// /_}
+  echo "${n//=/-}"
+}
+
 kb_once() {  # kb_once NAME SECONDS LEVEL PROBLEMS: KernelBench problems (carry .kb: a local
   # copy of the public task files) through the CLI at upstream sizes, one evaluation each
   local name=$1 limit=$2 level=$3 problems=$4
@@ -453,12 +458,12 @@ for s in "$@"; do
         -q -n 2 -p no:cacheprovider -k "long- and (async_stage or l2_hints)"
       for set in "strategy=split" "strategy=split l2_hints=true" "strategy=resident" \
           "strategy=resident l2_hints=true" "strategy=resident async_stage=true l2_hints=true"; do
-        step "l2_ln_${set// /_}" 150 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+        step "l2_ln_$(log_name "$set")" 150 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
           --kernels $(printf -- "--set %s " $set)
       done
       for set in "smem_row=false" "smem_row=false l2_hints=true" "smem_row=true" \
           "smem_row=true async_stage=true" "smem_row=true l2_hints=true"; do
-        step "l2_sm_${set// /_}" 150 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 \
+        step "l2_sm_$(log_name "$set")" 150 $py tools/host_overhead.py softmax_393k_fp32 --calls 10 \
           --kernels --set strategy=auto $(printf -- "--set %s " $set)
       done ;;
     long-defaults)  # the staged, cp.async walk as the long rows' default (eighteenth session):
