@@ -102,7 +102,7 @@ def test_family_candidate_is_correct(case, evaluators):
     knobs = []
     for item in extra.split("+") if extra else ():
         key, _, val = item.partition("=")
-        knobs.append((key, {"": True, "false": False, "true": True}.get(val, val)
-                      if not val.isdigit() else int(val)))
+        knobs.append((key, True if not val else val == "true" if val in ("true", "false")
+                      else int(val)))
     code = fd.rendered(name, strategy, fused, tuple(sorted(knobs)))
     gc.judge(evaluators(name), code, _id(case), OUT, fd.task_path(name))
