@@ -16,7 +16,10 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
   dims, keepdim;
 * an exclusive cumulative sum spelled as the cumsum of the input shifted by one along the
   dim with a zero in front (``torch.cat((torch.zeros_like(x.select(d, 0).unsqueeze(d)), x),
-  d).narrow(d, 0, x.size(d))``, KernelBench's spelling): ``cumsum(x) - x``;
+  d).narrow(d, 0, x.size(d))``, KernelBench's spelling until December 2025), or as the
+  cumsum of all but x's last value along d with a zero put in front (``torch.cat((zeros,
+  torch.cumsum(x.narrow(d, 0, x.size(d) - 1), d)), d)``, its spelling since):
+  ``cumsum(x) - x``;
 * a matrix times a vector (``A @ b``, b of shape (K, 1) or (K,)): ``sum(A * b, dim=1)``, a
   row reduction at memory speed instead of a GEMM with one output column;
 * ``F.cosine_similarity`` / ``nn.CosineSimilarity``: three sums over the dim, then
@@ -434,39 +437,87 @@ def _lower_triplet_margin_loss(b: _Builder, n: Node, nodes: dict[int, Node]) -> 
 
 
 _ZEROS = ("torch.zeros_like", "torch.zeros", "Tensor.new_zeros")
+_CATS = ("torch.cat", "torch.concat", "torch.concatenate")
+_NARROWS = ("Tensor.narrow", "torch.narrow")
+
+
+def _cat_parts(cat: Node | None, nodes: dict[int, Node]) -> tuple[Node, Node, int] | None:
+    """(first, second, dim) of a ``torch.cat`` of exactly two tensors; None otherwise."""
+    if cat is None or cat.target not in _CATS:
+        return None
+    parts = [cat.tensors.get(f"tensors.{i}", cat.tensors.get(f"input.{i}")) for i in range(3)]
+    if parts[2] is not None or parts[0] is None or parts[1] is None:
+        return None
+    return nodes[parts[0]], nodes[parts[1]], cat.consts.get("dim", cat.consts.get("axis", 0))
+
+
+def _narrow_args(nar: Node | None) -> list | None:
+    """[dim, start, length] of a ``narrow`` (positional or keyword); None for another op."""
+    if nar is None or nar.target not in _NARROWS:
+        return None
+    args = nar.consts.get("_extra") or [nar.consts.get(k) for k in ("dim", "start", "length")]
+    return args if len(args) == 3 else None
+
+
+def _zero_column(zeros: Node, x: Node, dims: list, length: int) -> int | None:
+    """The dim d when ``zeros`` is a zero tensor of x's shape with size 1 along d, every one
+    of ``dims`` names d and the narrow's ``length`` (of x along d) is what it checks
+    against; None otherwise."""
+    nd = len(x.shape)
+    if not nd or zeros.target not in _ZEROS or zeros.dtype != x.dtype != "":
+        return None
+    if not all(isinstance(d, int) and not isinstance(d, bool) and -nd <= d < nd for d in dims):
+        return None
+    d = dims[0] % nd
+    if {dd % nd for dd in dims} != {d} or length != x.shape[d]:
+        return None
+    if tuple(zeros.shape) != tuple(1 if i == d else s for i, s in enumerate(x.shape)):
+        return None
+    return d
+
+
+def _exclusive(b: _Builder, n: Node, x: Node, d: int) -> int:
+    """New nodes computing the exclusive cumsum of x over d, ``cumsum(x) - x`` (the scan
+    family reads that as its exclusive scan, which never adds x[j] to y[j])."""
+    xid = b.new_id[x.id]
+    cs = b.call("cumsum", n.target, {"input": xid}, {"dim": d}, n, x.shape)
+    return b.call("sub", f"{n.target} (exclusive)", {"input": cs, "other": xid}, {}, n, x.shape)
 
 
 def _lower_exclusive_cumsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     """cumsum over d of narrow(cat((zeros, x), d), d, 0, x.size(d)), where zeros is x's shape
     with size 1 along d: the exclusive cumsum of x, ``cumsum(x) - x`` (see the module
     docstring); None for any other cumsum."""
+    if n.consts.get("dtype") is not None:
+        return None
     nar = nodes.get(n.tensors.get("input", -1))
-    if nar is None or nar.target not in ("Tensor.narrow", "torch.narrow"):
+    args = _narrow_args(nar)
+    cat = _cat_parts(nodes.get(nar.tensors.get("input", -1)) if nar else None, nodes)
+    if args is None or cat is None or args[1] != 0:
         return None
-    args = nar.consts.get("_extra") or [nar.consts.get(k) for k in ("dim", "start", "length")]
-    cat = nodes.get(nar.tensors.get("input", -1))
-    if len(args) != 3 or cat is None or cat.target not in (
-            "torch.cat", "torch.concat", "torch.concatenate"):
+    zeros, x, cat_dim = cat
+    d = _zero_column(zeros, x, [n.consts.get("dim"), args[0], cat_dim],
+                     args[2] if isinstance(args[2], int) else -1)
+    return None if d is None else _exclusive(b, n, x, d)
+
+
+def _lower_exclusive_cat(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
+    """cat((zeros, cumsum(narrow(x, d, 0, x.size(d) - 1), d)), d), where zeros is x's shape
+    with size 1 along d (KernelBench's level-1 spelling since its fix of December 2025): the
+    exclusive cumsum of x, as :func:`_lower_exclusive_cumsum`; None for any other cat."""
+    cat = _cat_parts(n, nodes)
+    if cat is None or cat[1].op != "cumsum" or cat[1].consts.get("dtype") is not None:
         return None
-    parts = [cat.tensors.get(f"tensors.{i}", cat.tensors.get(f"input.{i}")) for i in range(3)]
-    if parts[2] is not None or None in parts[:2]:
+    zeros, cs, cat_dim = cat
+    nar = nodes.get(cs.tensors.get("input", -1))
+    args = _narrow_args(nar)
+    if args is None or nar is None or args[1] != 0 or not isinstance(args[2], int):
         return None
-    zeros, x = nodes[parts[0]], nodes[parts[1]]
-    nd = len(x.shape)
-    if not nd or zeros.target not in _ZEROS or zeros.dtype != x.dtype != "":
+    x = nodes[nar.tensors["input"]]
+    d = _zero_column(zeros, x, [cs.consts.get("dim"), args[0], cat_dim], args[2] + 1)
+    if d is None or tuple(n.shape) != tuple(x.shape):
         return None
-    cat_dim = cat.consts.get("dim", cat.consts.get("axis", 0))
-    dims = [n.consts.get("dim"), args[0], cat_dim]
-    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
-        return None
-    d = dims[0] % nd
-    if {dd % nd for dd in dims} != {d} or args[1] != 0 or args[2] != x.shape[d]:
-        return None
-    if tuple(zeros.shape) != tuple(1 if i == d else s for i, s in enumerate(x.shape)):
-        return None
-    xid = b.new_id[x.id]
-    cs = b.call("cumsum", n.target, {"input": xid}, {"dim": d}, n)
-    return b.call("sub", f"{n.target} (exclusive)", {"input": cs, "other": xid}, {}, n)
+    return _exclusive(b, n, x, d)
 
 
 def _lower_softmax(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
@@ -528,18 +579,27 @@ _LOWER = {"norm": _lower_norm, "vector_norm": _lower_norm, "normalize": _lower_n
           "einsum": _lower_einsum, "matmul": _lower_product, "mm": _lower_product,
           "cumsum": _lower_exclusive_cumsum, "cosine_similarity": _lower_cosine_similarity,
           "triplet_margin_loss": _lower_triplet_margin_loss}
+_LOWER_BY_TARGET = {t: _lower_exclusive_cat for t in _CATS}
+
+
+def _lowering(n: Node):
+    """The lowering of call node n (by its op, else by its target), or None."""
+    if n.kind != "call":
+        return None
+    return _LOWER.get(n.op) or _LOWER_BY_TARGET.get(n.target)
 
 
 def lower(cap: Captured) -> Captured:
     """The captured forward with its composite ops rewritten (see the module docstring)."""
-    if cap.error or not any(n.kind == "call" and n.op in _LOWER for n in cap.nodes):
+    if cap.error or not any(_lowering(n) for n in cap.nodes):
         return cap
     nodes = {n.id: n for n in cap.nodes}
     b = _Builder()
     for n in cap.nodes:
         tensors = {k: b.new_id[v] for k, v in n.tensors.items()}
-        if n.kind == "call" and n.op in _LOWER:
-            new = _LOWER[n.op](b, n, nodes)
+        fn = _lowering(n)
+        if fn is not None:
+            new = fn(b, n, nodes)
             if new is not None:
                 b.new_id[n.id] = new
                 continue

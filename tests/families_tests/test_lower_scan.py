@@ -1,6 +1,8 @@
-"""An exclusive cumulative sum as KernelBench's level 1 spells it (the cumsum of the input
-shifted by one with a zero in front, built with ``torch.cat`` and ``narrow``) is read as
-``cumsum(x) - x`` (2026-12-02: it was refused with "torch.cat is not supported")."""
+"""An exclusive cumulative sum as KernelBench's level 1 spells it is read as ``cumsum(x) - x``:
+until December 2025 the cumsum of the input shifted by one with a zero in front (built with
+``torch.cat`` and ``narrow``; 2026-12-02: it was refused with "torch.cat is not supported"),
+since then the cumsum of all but the last value with a zero put in front (2026-12-05: refused
+with "Tensor.narrow is not supported")."""
 
 from __future__ import annotations
 
@@ -14,27 +16,40 @@ KB = ("torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), x
       "dim=self.dim).narrow(self.dim, 0, x.size(self.dim))")
 
 
-def _task(tmp_path, shifted: str, dim: int, shape=(64, 300)):
+# KernelBench's spelling since its fix (December 2025): the result is the cat
+KB_2025 = ("torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), "
+           "torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), "
+           "dim=self.dim)), dim=self.dim)")
+
+
+def _task(tmp_path, shifted: str, dim: int, shape=(64, 300), *, result: str = ""):
+    """A task whose forward is ``cumsum(shifted, dim)``, or ``result`` when given."""
     p = tmp_path / "t.py"
+    ret = result or "torch.cumsum(s, dim=self.dim)"
+    body = f"        return {ret}\n" if result else f"        s = {shifted}\n        return {ret}\n"
     p.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
                  "    def __init__(self, dim):\n        super().__init__()\n"
                  "        self.dim = dim\n\n"
-                 f"    def forward(self, x):\n        s = {shifted}\n"
-                 "        return torch.cumsum(s, dim=self.dim)\n\n"
+                 f"    def forward(self, x):\n{body}\n"
                  f"def get_inputs():\n    return [torch.rand{shape}]\n\n"
                  f"def get_init_inputs():\n    return [{dim}]\n")
     return capture_in_process(p)
 
 
-@pytest.mark.parametrize("dim", [1, -1])
-def test_kernelbench_exclusive_cumsum_is_cumsum_minus_x(tmp_path, dim):
-    cap = _task(tmp_path, KB, dim)
+def _is_exclusive_cumsum(cap, d: int) -> None:
     low = lower(cap)
     out = low.nodes[low.output]
     assert out.op == "sub"
     cs, x = low.nodes[out.tensors["input"]], low.nodes[out.tensors["other"]]
-    assert cs.op == "cumsum" and cs.consts["dim"] == 1 and x.kind == "input"
+    assert cs.op == "cumsum" and cs.consts["dim"] == d and x.kind == "input"
     assert low.nodes[cs.tensors["input"]].kind == "input"
+    assert tuple(out.shape) == tuple(x.shape)
+
+
+@pytest.mark.parametrize("dim", [1, -1])
+def test_kernelbench_exclusive_cumsum_is_cumsum_minus_x(tmp_path, dim):
+    cap = _task(tmp_path, KB, dim)
+    _is_exclusive_cumsum(cap, 1)
     rec = recognize(cap)
     assert rec.covered, rec.not_covered
     assert rec.plans[0].family == "scan"
@@ -63,4 +78,48 @@ def test_other_shifts_are_still_refused_by_name(tmp_path, shifted):
     rec = recognize(_task(tmp_path, shifted, 1))
     assert not rec.covered
     # named by the first op no family has (torch.zeros / Tensor.select / torch.cat ...)
+    assert "is not supported by the built-in families" in rec.not_covered.reason
+
+
+@pytest.mark.parametrize("dim,shape", [(1, (64, 300)), (-1, (64, 300)), (2, (4, 8, 33))])
+def test_kernelbench_2025_exclusive_cumsum_is_cumsum_minus_x(tmp_path, dim, shape):
+    cap = _task(tmp_path, "", dim, shape, result=KB_2025)
+    _is_exclusive_cumsum(cap, len(shape) - 1)
+    rec = recognize(cap)
+    assert rec.covered, rec.not_covered
+    old = recognize(_task(tmp_path, KB, dim, shape))
+    assert [(p.family, p.op, p.params) for p in rec.plans] == \
+        [(p.family, p.op, p.params) for p in old.plans]  # one kernel for both spellings
+    assert rec.plans[0].param("exclusive") is True
+
+
+def test_the_2025_spelling_is_the_exclusive_cumsum():
+    import torch
+
+    x = torch.rand(5, 37, dtype=torch.float64)
+    spelled = torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)),
+                         torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1)
+    assert torch.allclose(spelled, torch.cumsum(x, 1) - x)
+
+
+@pytest.mark.parametrize("result", [
+    # the zero behind: the inclusive sum of all but the last value, then a zero
+    "torch.cat((torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1), "
+    "torch.zeros_like(x.select(1, 0).unsqueeze(1))), 1)",
+    # the cumsum of the tail (start 1): not a prefix of x
+    "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
+    "torch.cumsum(x.narrow(1, 1, x.size(1) - 1), 1)), 1)",
+    # two zeros in front of all but the last two values
+    "torch.cat((torch.zeros_like(x.narrow(1, 0, 2)), "
+    "torch.cumsum(x.narrow(1, 0, x.size(1) - 2), 1)), 1)",
+    # a cumprod behind the zero
+    "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
+    "torch.cumprod(x.narrow(1, 0, x.size(1) - 1), 1)), 1)",
+    # the zero along one dim, the sum along another
+    "torch.cat((torch.zeros_like(x.select(2, 0).unsqueeze(2)), "
+    "torch.cumsum(x.narrow(2, 0, x.size(2) - 1), 1)), 2)",
+])
+def test_other_2025_shapes_are_still_refused_by_name(tmp_path, result):
+    rec = recognize(_task(tmp_path, "", 1, (4, 6, 9), result=result))
+    assert not rec.covered
     assert "is not supported by the built-in families" in rec.not_covered.reason
