@@ -14,12 +14,15 @@ matches (run between :mod:`~cutegen.codegen.families.capture` and matching).
   ops, then a mean / sum over every element (reduction "none": no reduction);
 * adaptive average / max pooling to size 1 (a global pool): the mean / amax over the spatial
   dims, keepdim;
-* an exclusive cumulative sum spelled as the cumsum of the input shifted by one along the
-  dim with a zero in front (``torch.cat((torch.zeros_like(x.select(d, 0).unsqueeze(d)), x),
-  d).narrow(d, 0, x.size(d))``, KernelBench's spelling until December 2025), or as the
-  cumsum of all but x's last value along d with a zero put in front (``torch.cat((zeros,
-  torch.cumsum(x.narrow(d, 0, x.size(d) - 1), d)), d)``, its spelling since):
-  ``cumsum(x) - x``;
+* an exclusive cumulative sum as KernelBench's level 1 (problem 92) has spelled it:
+  the cumsum of the input shifted by one along d with a zero in front
+  (``torch.cat((torch.zeros_like(x.select(d, 0).unsqueeze(d)), x), d).narrow(d, 0,
+  x.size(d))``, the fix proposed in its pull request 63) and a zero put in front of the
+  cumsum of all but x's last value (``torch.cat((zeros, torch.cumsum(x.narrow(d, 0, x.size(d)
+  - 1), d)), d)``, its spelling since pull request 109, December 2025) are ``cumsum(x) - x``;
+  the original ``torch.cumsum(torch.cat((zeros, x), d)[:-1], d)``, whose slice drops the last
+  row (the result is one row shorter and one column wider than x), is the exclusive scan of
+  x's first rows padded with a zero column (a scan node with ``pad`` and ``rows_stop``);
 * a matrix times a vector (``A @ b``, b of shape (K, 1) or (K,)): ``sum(A * b, dim=1)``, a
   row reduction at memory speed instead of a GEMM with one output column;
 * ``F.cosine_similarity`` / ``nn.CosineSimilarity``: three sums over the dim, then
@@ -491,6 +494,8 @@ def _lower_exclusive_cumsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int
     if n.consts.get("dtype") is not None:
         return None
     nar = nodes.get(n.tensors.get("input", -1))
+    if nar is not None and nar.op == "getitem":
+        return _lower_cut_exclusive_cumsum(b, n, nar, nodes)
     args = _narrow_args(nar)
     cat = _cat_parts(nodes.get(nar.tensors.get("input", -1)) if nar else None, nodes)
     if args is None or cat is None or args[1] != 0:
@@ -501,9 +506,34 @@ def _lower_exclusive_cumsum(b: _Builder, n: Node, nodes: dict[int, Node]) -> int
     return None if d is None else _exclusive(b, n, x, d)
 
 
+def _lower_cut_exclusive_cumsum(b: _Builder, n: Node, cut: Node,
+                                 nodes: dict[int, Node]) -> int | None:
+    """cumsum over the last dim d of cat((zeros, x), d)[:stop], where zeros is x's shape with
+    size 1 along d and the slice takes leading rows (KernelBench's original spelling, whose
+    ``[:-1]`` drops the last row rather than the last column): the
+    exclusive cumsum along d of x's first rows with one zero column put at their end, a
+    result one column wider than x. One scan node (``exclusive``, ``pad`` 1, ``rows_stop``)
+    the scan family reads with nothing fused around it; None for any other cut."""
+    spec = cut.consts.get("slices")
+    cat = _cat_parts(nodes.get(cut.tensors.get("input", -1)), nodes)
+    if cat is None or not isinstance(spec, list) or len(spec) != 1:
+        return None
+    if not isinstance(spec[0], list) or spec[0][0] not in (None, 0) or spec[0][2] not in (
+            None, 1) or not isinstance(spec[0][1], int):
+        return None
+    zeros, x, cat_dim = cat
+    nd = len(x.shape)
+    d = _zero_column(zeros, x, [n.consts.get("dim"), cat_dim], x.shape[-1] if nd else -1)
+    if d is None or nd < 2 or d != nd - 1:
+        return None
+    return b.call("cumsum", f"{n.target} (exclusive, of rows cut and padded)",
+                  {"input": b.new_id[x.id]},
+                  {"dim": d, "exclusive": True, "pad": 1, "rows_stop": spec[0][1]}, n)
+
+
 def _lower_exclusive_cat(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     """cat((zeros, cumsum(narrow(x, d, 0, x.size(d) - 1), d)), d), where zeros is x's shape
-    with size 1 along d (KernelBench's level-1 spelling since its fix of December 2025): the
+    with size 1 along d (KernelBench's spelling since its pull request 109, December 2025): the
     exclusive cumsum of x, as :func:`_lower_exclusive_cumsum`; None for any other cat."""
     cat = _cat_parts(n, nodes)
     if cat is None or cat[1].op != "cumsum" or cat[1].consts.get("dtype") is not None:

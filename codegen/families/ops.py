@@ -372,6 +372,34 @@ def _bind(names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any])
     return out
 
 
+def _index_spec(index: Any, values: dict[Any, Any]) -> list | None:
+    """An indexing expression (``x[:-1]``, ``x[:, 0]``, ``x[..., None]``) as JSON, one entry
+    per position: an int, None (a new axis), "..." or a slice as [start, stop, step] (ints or
+    None, sizes computed in the forward read at capture); None when some part is a tensor or
+    anything else (then only the result's shape says what was taken)."""
+    import torch.fx
+
+    def num(v: Any) -> Any:
+        v = values.get(v) if isinstance(v, torch.fx.Node) else v
+        return v if v is None or (isinstance(v, int) and not isinstance(v, bool)) else ...
+
+    spec: list = []
+    for part in index if isinstance(index, tuple) else (index,):
+        if isinstance(part, slice):
+            fields = [num(part.start), num(part.stop), num(part.step)]
+            if ... in fields:
+                return None
+            spec.append(fields)
+        elif part is None or part is Ellipsis:
+            spec.append(None if part is None else "...")
+        else:
+            v = num(part)
+            if v is None or v is ...:
+                return None
+            spec.append(v)
+    return spec
+
+
 def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
                    ids: dict[Any, int]) -> tuple[str, str, dict[str, int], dict[str, Any]]:
     """(op, target, tensor args, constant args) of one fx call node; op "?" when unknown."""
@@ -445,6 +473,10 @@ def canonical_call(n: Any, gm: Any, values: dict[Any, Any],
             dt = next((a for a in list(bound.values()) + [kwargs.get("dtype")]
                        if isinstance(a, torch.dtype)), None)
         bound = {"input": bound.get("input"), "dtype": dt}
+    if op == "getitem" and "index" in bound:
+        spec = _index_spec(bound["index"], values)
+        if spec is not None:
+            consts["slices"] = spec
     for k, v in bound.items():
         if isinstance(v, torch.fx.Node):
             val = values.get(v)

@@ -297,7 +297,10 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     epi_frame = frame if out_shape == "same" else (1,) * nd
     epilogue = m.chain(epi_ids, out.id, epi_frame, k, {result: "%y", x_id: "%in"},
                        passthrough=backs)
-    if op in SCAN_OPS and _exclusive(epilogue):
+    if params.get("pad") and not (prologue.empty and epilogue.empty):
+        raise NotCoveredError(f"pointwise ops fused with the exclusive {op} of rows cut and "
+                              "padded (its result is not x's shape)", op)
+    if op in SCAN_OPS and not params.get("pad") and _exclusive(epilogue):
         params["exclusive"] = True
         epilogue = _drop_first(epilogue)
     if out_shape != "same":
@@ -310,7 +313,11 @@ def _anchored_plan(m: Matcher, calls: set[int], out: Node, a: Node) -> Plan:
     main = m.main_leaf(prologue, x, op)
     if out.dtype not in (*FLOATS, "int64"):
         raise NotCoveredError(f"a result of dtype {out.dtype}", out.dtype)
-    desc = f"{op}{' (reverse)' if params.get('reverse') else ''} over the last " + (
+    variant = " (reverse)" if params.get("reverse") else ""
+    if params.get("pad"):
+        variant = (f" (exclusive, of rows [:{params['rows_stop']}] padded with "
+                   f"{params['pad']} zero column(s))")
+    desc = f"{op}{variant} over the last " + (
         f"{k} dims" if k > 1 else "dim") + f" of {'x'.join(map(str, frame))} {x.dtype}"
     if not prologue.empty:
         desc += f"; prologue: {prologue.describe()}"
@@ -400,6 +407,8 @@ def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...]
     if op in ("softmax", "log_softmax", "cumsum", "cumprod"):
         if trailing_dims(c.get("dim"), nd, op) != 1:
             raise NotCoveredError(f"{op} over several dims", op)
+        if c.get("pad"):  # lowered: the exclusive scan of rows cut and padded (lower.py)
+            params.update(exclusive=True, pad=int(c["pad"]), rows_stop=int(c["rows_stop"]))
         return ("scan" if op in SCAN_OPS else "row"), "same", 1
     if op in ("layer_norm", "rms_norm"):
         shape = list(c.get("normalized_shape") or [])

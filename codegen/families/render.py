@@ -298,6 +298,12 @@ def _frame_lines(plan: Plan, expand_main: bool = True) -> list[str]:
         rows = [f"n_rows = shape[0] * {plan.param('groups')}",
                 "n_cols = main.numel() // max(n_rows, 1)"]
     head = [f"main = {source(plan.leaf(plan.main))}.contiguous()", "shape = main.shape"]
+    if plan.param("pad"):  # the exclusive scan of rows cut and padded: its own result shape
+        stop, pad = plan.param("rows_stop"), plan.param("pad")
+        kept = (f"max(main.shape[0] - {-stop}, 0)" if stop < 0
+                else f"min({stop}, main.shape[0])")
+        head[1] = f"shape = ({kept}, *main.shape[1:-1], main.shape[-1] + {pad})"
+        rows = ["n_rows = math.prod(shape) // max(n_cols, 1)"]
     if plan.param("bcast"):  # the result's shape: what the full / broadcast operands make
         fulls = [source(lf) for lf in plan.leaves
                  if lf.kind in ("full", "col", "row", "rowmap", "scalar")]
@@ -353,8 +359,9 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
     need_stats = tuple(i == 0 or f"v[{i}]" in pro_vec for i in range(len(ops.vec)))
     need_out = tuple(i == 0 or f"v[{i}]" in out_vec for i in range(len(ops.vec)))
     if plan.family == "scan":
+        pad = f", pad={plan.param('pad')}" if plan.param("pad") else ""
         return funcs, [f"_scan_launch(_prologue, _epilogue, {ops.args()}, {view}, "
-                       f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))})"]
+                       f"{bool(plan.param('reverse'))}, {bool(plan.param('exclusive'))}{pad})"]
     spec = row_op(plan.op)
     opts: object = spec.opts(plan)
     if plan.op == "group_norm":  # shape-dependent options, read at run time
@@ -386,7 +393,8 @@ def _family_launch(plan: Plan, first: str, view: str) -> tuple[list[str], list[s
 
 def _fused_parts(plan: Plan) -> tuple[list[str], list[str], str]:
     _, view = _out_view(plan)
-    funcs, launch = _family_launch(plan, "main.view(n_rows, n_cols)", view)
+    first = "main.view(-1, main.shape[-1])" if plan.param("pad") else "main.view(n_rows, n_cols)"
+    funcs, launch = _family_launch(plan, first, view)
     return funcs, _family_body(plan), "\n".join(_frame_lines(plan) + launch + ["return out"])
 
 

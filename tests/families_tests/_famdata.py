@@ -83,6 +83,8 @@ BUNDLED_REDUCE = {
     "smooth_l1_loss_fp32": ("row", "mean", "sub, abs, square, mul, sub, lt, where", "-"),
     "kl_div_bf16": ("row", "mean", "log, log, sub, mul, eq, where", "-"),
     "cumsum_exclusive_fp32": ("scan", "cumsum", "-", "-"),
+    "cumsum_exclusive_cut_fp32": ("scan", "cumsum", "-", "-"),
+    "cumsum_exclusive_cat_bf16": ("scan", "cumsum", "-", "-"),
     "matvec_fp32": ("row", "sum", "mul", "-"),
     "cosine_loss_fp32": ("chain", "sum+sum+sum+mean", "-", "-"),
     "triplet_loss_fp32": ("chain", "sum+sum+mean", "-", "-"),

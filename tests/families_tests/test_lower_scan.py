@@ -1,8 +1,10 @@
-"""An exclusive cumulative sum as KernelBench's level 1 spells it is read as ``cumsum(x) - x``:
-until December 2025 the cumsum of the input shifted by one with a zero in front (built with
-``torch.cat`` and ``narrow``; 2026-12-02: it was refused with "torch.cat is not supported"),
-since then the cumsum of all but the last value with a zero put in front (2026-12-05: refused
-with "Tensor.narrow is not supported")."""
+"""An exclusive cumulative sum as KernelBench's level 1 (problem 92) has spelled it: the cumsum
+of the input shifted by one with a zero in front (``torch.cat`` and ``narrow``, its pull
+request 63; 2026-12-02: it was refused with "torch.cat is not supported") and the cumsum of all
+but the last value with a zero put in front (since its pull request 109, December 2025;
+2026-12-05: refused with "Tensor.narrow is not supported") are read as ``cumsum(x) - x``; the
+original spelling, whose ``[:-1]`` cuts the last row (2026-12-05: refused with "Tensor.select
+is not supported"), as the exclusive scan of the first rows padded with a zero column."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ KB = ("torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), x
       "dim=self.dim).narrow(self.dim, 0, x.size(self.dim))")
 
 
-# KernelBench's spelling since its fix (December 2025): the result is the cat
+# KernelBench's spelling since its pull request 109 (December 2025): the result is the cat
 KB_2025 = ("torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), "
            "torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), "
            "dim=self.dim)), dim=self.dim)")
@@ -123,3 +125,64 @@ def test_other_2025_shapes_are_still_refused_by_name(tmp_path, result):
     rec = recognize(_task(tmp_path, "", 1, (4, 6, 9), result=result))
     assert not rec.covered
     assert "is not supported by the built-in families" in rec.not_covered.reason
+
+
+# KernelBench's original spelling: the slice cuts the last row, not the last column
+KB_ORIGINAL = ("torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), x), "
+               "dim=self.dim)[:-1]")
+
+
+@pytest.mark.parametrize("shape", [(64, 300), (4, 8, 33)])
+def test_kernelbench_original_spelling_is_a_padded_exclusive_scan(tmp_path, shape):
+    cap = _task(tmp_path, KB_ORIGINAL, len(shape) - 1, shape)
+    low = lower(cap)
+    out = low.nodes[low.output]
+    assert out.op == "cumsum" and low.nodes[out.tensors["input"]].kind == "input"
+    assert out.consts == {"dim": len(shape) - 1, "exclusive": True, "pad": 1, "rows_stop": -1}
+    assert tuple(out.shape) == (shape[0] - 1, *shape[1:-1], shape[-1] + 1)
+    rec = recognize(cap)
+    assert rec.covered, rec.not_covered
+    plan = rec.plans[0]
+    assert (plan.family, plan.op) == ("scan", "cumsum")
+    assert (plan.param("exclusive"), plan.param("pad"), plan.param("rows_stop")) == (True, 1, -1)
+    assert plan.prologue.empty and plan.epilogue.empty
+    assert "rows [:-1] padded" in plan.description
+
+
+@pytest.mark.parametrize("shifted,dim,why", [
+    # the first row cut instead: not a prefix of x's rows
+    (KB_ORIGINAL.replace("[:-1]", "[1:]"), 1, "is not supported"),
+    # the last column cut (a 2-D index): not this form
+    (KB_ORIGINAL.replace("[:-1]", "[:, :-1]"), 1, "is not supported"),
+    # the zero row along dim 0, cut along dim 0: the cut would take the scan's own dim
+    (KB_ORIGINAL, 0, "is not supported"),
+])
+def test_other_cuts_are_refused_by_name(tmp_path, shifted, dim, why):
+    rec = recognize(_task(tmp_path, shifted, dim))
+    assert not rec.covered
+    assert why in rec.not_covered.reason
+
+
+def test_ops_after_the_padded_scan_are_refused_with_the_reason(tmp_path):
+    cap = _task(tmp_path, KB_ORIGINAL, 1, result="torch.cumsum(torch.cat((torch.zeros_like("
+                "x.select(1, 0).unsqueeze(1)), x), dim=1)[:-1], dim=1) * 2.0")
+    rec = recognize(cap)
+    assert not rec.covered
+    assert "rows cut and padded" in rec.not_covered.reason
+
+
+@pytest.mark.parametrize("index,spec", [
+    ("[:-1]", [[None, -1, None]]),
+    ("[:, 0]", [[None, None, None], 0]),
+    ("[..., None]", ["...", None]),
+    ("[1:x.size(0):2]", [[1, 64, 2]]),  # a size computed in the forward: its value here
+])
+def test_capture_keeps_what_an_index_takes(tmp_path, index, spec):
+    cap = _task(tmp_path, "", 1, result=f"x{index} * 2.0")
+    got = [n.consts.get("slices") for n in cap.nodes if n.op == "getitem"]
+    assert got == [spec]
+
+
+def test_a_tensor_index_keeps_no_slices(tmp_path):
+    cap = _task(tmp_path, "", 1, result="x[x > 0.5]")
+    assert [n for n in cap.nodes if n.op == "getitem" and "slices" in n.consts] == []

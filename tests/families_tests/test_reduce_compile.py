@@ -15,6 +15,7 @@ time is kept in check by compiling each kernel shape's awkward paths once):
 * every other strategy of a strided reduction, a row map and a pool, main shape.
 """
 
+import math
 from functools import cache, partial
 from importlib.util import find_spec
 from pathlib import Path
@@ -33,7 +34,7 @@ _HIDDEN_TASKS = ("sum_dim1_fp32", "var_dim1_fp32", "argmin_dim1_bf16", "rmsnorm_
                  "mean_all_fp32", "sum_dims02_fp32", "group_norm_bf16", "batch_norm_fp32",
                  "frobenius_norm_fp32", "max_pool2d_dilated_bf16", "masked_scale_fp32",
                  "batch_norm_features_bf16",
-                 "logsumexp_rows_bf16")
+                 "logsumexp_rows_bf16", "cumsum_exclusive_cut_fp32")
 
 
 def _build_cases() -> list[dict]:
@@ -96,7 +97,26 @@ def _vector_bytes(c: dict) -> int:
     n = 1
     for d in run:
         n *= shape[d]
+    if plan.param("pad"):  # x's rows and the result's, pad values longer: one width for both
+        n = math.gcd(n, n + plan.param("pad"))
     return n * _ESIZE[lf.dtype]
+
+
+def _empty_result(c: dict) -> bool:
+    """Whether the task's reference gives an empty result at the case's shape (on meta
+    tensors)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("_empty_probe", fd.task_path(c["name"]))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.device("meta"):
+        model = module.Model(*c["shape"]["init"])
+        inputs = [torch.empty(i["shape"], dtype=getattr(torch, i["dtype"])) if "shape" in i
+                  else i["value"] for i in c["shape"]["inputs"]]
+        return model(*inputs).numel() == 0
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[_case_id(c) for c in CASES])
@@ -104,6 +124,9 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
     c, res = CASES[index], compiled[index]
     assert res["error"] is None, res["error"]
     kernels = [k for comp in res["compiles"] for k in comp["kernels"].values()]
+    if _empty_result(c):  # (1, N) cut to no rows: the forward returns before any launch
+        assert not kernels, kernels
+        return
     assert kernels, "forward compiled no kernel"
     for k in kernels:
         local = [op for op in k["ops"] if op.startswith(("LDL", "STL"))]
