@@ -107,6 +107,10 @@
 #                  correct one case at a time, then KernelBench L1 23, 24 through the CLI  ~6
 #   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
 #                  resident / split, hints on / off                                       ~3
+#   cumsum-kb      KernelBench L1 92's exclusive cumsum in its three spellings (nineteenth
+#                  session): the bundled exclusive-cumsum tasks' GPU cases, the two new ones
+#                  timed (kernel GPU time against eager), then L1 92 through the CLI
+#                  (carry .kb: its copy has the original [:-1] spelling)                 ~6
 #   pw-view        pointwise rows over several trailing dims: batch_norm_eval_bf16 and the
 #                  other changed tasks correct, then batch_norm_eval benched          ~4
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
@@ -486,6 +490,13 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
             --set l2_hints=$h
         done
       done ;;
+    cumsum-kb)  # KernelBench L1 92's spellings (nineteenth session)
+      step cumsum_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 2 -p no:cacheprovider -k "cumsum_exclusive"
+      for t in cumsum_exclusive_cut_fp32 cumsum_exclusive_cat_bf16 cumsum_exclusive_fp32; do
+        step "host_$t" 200 $py tools/host_overhead.py "$t" --calls 20 --kernels
+      done
+      kb_once kb_cumsum 300 1 92 ;;
     pw-view)  # pointwise rows over several trailing dims (sixteenth session)
       step pw_view_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         tests/families_tests/test_conv_gpu.py -q -n 2 -p no:cacheprovider \
