@@ -56,6 +56,11 @@ class TaskFault(Exception):
     """The task itself is unusable (reported to the user as a TaskError)."""
 
 
+class RandomReference(TaskFault):
+    """The reference's output changes from call to call on the same inputs: no candidate can
+    be checked against it (a fault of the task at every shape, never a hidden shape skipped)."""
+
+
 def _release_cached_memory(keep: int = _KEEP_CACHED_BYTES) -> None:
     """Hand cached GPU memory back when it exceeds ``keep`` (the float64 references of a
     large task reach tens of GiB; the candidate worker shares the GPU)."""
@@ -237,6 +242,8 @@ class Reference:
                                 f"{type(e).__name__}: {e}") from e
             torch.cuda.synchronize()
             out_bytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
+            if not self.shapes and torch.cuda.mem_get_info()[0] > 2 * out_bytes + 2**30:
+                self._check_repeatable(model, inputs, out, label)
             out_specs = [{"dtype": str(o.dtype).removeprefix("torch."), "shape": list(o.shape)}
                          if isinstance(o, torch.Tensor) else {"value": True} for o in out]
             self.models[len(self.shapes)] = model
@@ -259,7 +266,9 @@ class Reference:
         small, so a reference that raises is reported before any candidate is compiled. A
         hidden shape the reference itself refuses (BatchNorm in training mode at a batch of
         1: "Expected more than 1 value per channel") is a limit of the task, as on the GPU,
-        where such shapes are skipped: the next smallest is tried. Returns the labels of the
+        where such shapes are skipped: the next smallest is tried. An op torch's CPU build
+        does not have for the dtype (bf16 ``avg_pool3d``) ends the check here: the GPU
+        worker runs it. A reference whose output is random is a fault at any shape. Returns the labels of the
         hidden shapes skipped so; raises where the main shape (or every shape tried) fails."""
         import torch
 
@@ -279,14 +288,43 @@ class Reference:
                 model = self.mod.Model(*self.shapes[k]["init_args"])
                 inputs = generate(specs, seed=0, distribution="randn", device="cpu")
                 with torch.no_grad():
-                    model(*inputs)
+                    out = flatten_outputs(model(*inputs))
+                self._check_repeatable(model, inputs, out, self.shapes[k]["label"])
                 return skipped
+            except RandomReference:
+                raise
+            except NotImplementedError as e:
+                if "not implemented for" not in str(e):
+                    raise TaskFault(f"the reference Model raised ({self.shapes[k]['label']}): "
+                                    f"{type(e).__name__}: {e}") from e
+                return skipped  # an op torch's CPU build lacks for a dtype: the GPU checks it
             except Exception as e:
                 if k == 0:
                     raise TaskFault(f"the reference Model raised ({self.shapes[k]['label']}): "
                                     f"{type(e).__name__}: {e}") from e
                 skipped.append(self.shapes[k]["label"])
         return skipped
+
+    def _check_repeatable(self, model: Any, inputs: list[Any], first: list[Any],
+                          label: str) -> None:
+        """Call the reference again on the same inputs (the random generator not reseeded):
+        its outputs must be the first call's, within the task's tolerance (a reference with
+        atomics may differ in its last bits). One that is random (``nn.Dropout`` in training
+        mode, ``torch.rand`` in forward) can check no candidate, whatever it computes; the
+        search stops at once, saying so, instead of calling every candidate wrong."""
+        import torch
+
+        from cutegen.codegen.numerics import compare
+
+        with torch.no_grad():
+            again = flatten_outputs(model(*inputs))
+        same = compare(again, first, first, override=getattr(self.mod, "TOLERANCE", None))
+        if not same.passed:
+            raise RandomReference(
+                f"the reference Model's output is random: called twice on the same inputs "
+                f"({label}) it gave two results ({same.reason}), so no candidate can be "
+                "checked against it. Make forward deterministic: nn.Dropout with p = 0 or the "
+                "model in eval mode, no torch.rand / randn in forward")
 
     def _count(self) -> tuple[int, int, int]:
         """FLOPs (FlopCounterMode) and minimal bytes of the main shape, on the meta device."""

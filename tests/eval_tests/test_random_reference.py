@@ -1,0 +1,92 @@
+"""A reference whose output is random can check no candidate (KernelBench level 2 has two:
+``nn.Dropout(p=0.2)`` in training mode after a Linear and after a GroupNorm). The reference
+worker calls it twice on the same inputs when it loads the task and stops with a task error
+that says so, instead of letting every candidate of the search be called wrong (2026-12-05:
+with an LLM rewriter such a search spent its whole budget on "wrong" verdicts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutegen.codegen.eval.refworker import RandomReference, Reference, TaskFault
+
+TASK = '''import torch
+import torch.nn as nn
+
+rows = 64
+cols = 96
+VERIFY_SHAPES = [{{"rows": 3, "cols": 5}}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout({p})
+
+    def forward(self, x):
+        return torch.softmax({body}, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _load(tmp_path, p: float = 0.0, body: str = "self.drop(x)"):
+    path = tmp_path / "task.py"
+    path.write_text(TASK.format(p=p, body=body))
+    ref = Reference(str(path), gpu=False, scratch=tmp_path)
+    return ref.load(hidden=True, seed_init=1)
+
+
+@pytest.mark.parametrize("p,body", [
+    (0.2, "self.drop(x)"),                     # dropout in training mode
+    (0.0, "x + 0.1 * torch.rand_like(x)"),     # noise drawn in forward
+])
+def test_a_random_reference_stops_the_task_with_the_reason(tmp_path, p, body):
+    with pytest.raises(RandomReference) as e:
+        _load(tmp_path, p, body)
+    assert isinstance(e.value, TaskFault)  # reported to the user as a task error
+    msg = str(e.value)
+    assert "output is random" in msg and "called twice on the same inputs" in msg
+    assert "rows=3,cols=5" in msg  # the smallest shape, a hidden one: still a fault, not a skip
+    assert "eval mode" in msg
+
+
+@pytest.mark.parametrize("p,body", [
+    (0.0, "self.drop(x)"),     # p = 0: the identity
+    (0.2, "x * 2.0"),          # a dropout module that forward never calls
+])
+def test_a_deterministic_reference_loads(tmp_path, p, body):
+    info = _load(tmp_path, p, body)
+    assert [s["label"] for s in info["shapes"]] == ["main", "rows=3,cols=5"]
+
+
+def test_differences_within_the_tolerance_are_not_randomness(tmp_path):
+    """A reference whose last bits vary (atomics) is not random: differences far inside the
+    dtype's tolerance pass."""
+    info = _load(tmp_path, 0.0, "x + 1e-9 * torch.rand_like(x)")
+    assert len(info["shapes"]) == 2
+
+
+def test_an_op_the_cpu_build_lacks_for_the_dtype_is_left_to_the_gpu(tmp_path):
+    """torch's CPU build has no bf16 avg_pool3d: a CPU-only load (``--compile-only``) called the
+    bundled avg_pool3d_bf16 task broken (2026-12-05); the GPU worker checks the reference."""
+    import torch
+
+    body = TASK.replace("self.drop = nn.Dropout({p})", "self.pool = nn.AvgPool3d(2)").replace(
+        "return torch.softmax({body}, dim=1)", "return self.pool(x)").replace(
+        "torch.randn(rows, cols)", "torch.randn(2, 3, 4, rows, cols, dtype=torch.bfloat16)")
+    path = tmp_path / "task.py"
+    path.write_text(body.replace("{{", "{").replace("}}", "}"))
+    try:  # the premise: this torch lacks the op on the CPU
+        torch.nn.AvgPool3d(2)(torch.randn(1, 1, 2, 2, 2, dtype=torch.bfloat16))
+        pytest.skip("this torch has bf16 avg_pool3d on the CPU")
+    except NotImplementedError:
+        pass
+    info = Reference(str(path), gpu=False, scratch=tmp_path).load(hidden=True, seed_init=1)
+    assert len(info["shapes"]) == 2
