@@ -1,8 +1,8 @@
 """A reference whose output is random can check no candidate (KernelBench level 2 has two:
 ``nn.Dropout(p=0.2)`` in training mode after a Linear and after a GroupNorm). The reference
 worker calls it twice on the same inputs when it loads the task and stops with a task error
-that says so, instead of letting every candidate of the search be called wrong (2026-12-05:
-with an LLM rewriter such a search spent its whole budget on "wrong" verdicts)."""
+that says so (before 2026-12-05 it loaded such a task, and every candidate an LLM wrote for it
+could only have been compared with another random draw and called wrong)."""
 
 from __future__ import annotations
 
