@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node
-from cutegen.codegen.families.ops import COMPARE_OPS, POINTWISE_OPS
+from cutegen.codegen.families.ops import COMPARE_OPS, POINTWISE_OPS, RANDOM_MARK
 from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode
 
 FLOATS = ("float32", "bfloat16", "float16")
@@ -23,12 +23,25 @@ _OP_PARAMS = ("approximate", "negative_slope", "alpha", "beta", "threshold", "mi
 LEAF_DTYPES = (*FLOATS, "bool")
 
 
+#: What a user can do about a random op: no kernel, whoever writes it, can be checked.
+RANDOM_SUGGESTION = ("no kernel, built-in, an LLM's or your own, can be checked against a "
+                     "random reference; with p = 0 or the model in eval mode dropout is the "
+                     "identity, which the built-in families cover: make forward deterministic "
+                     "and run again")
+
+
 class NotCoveredError(Exception):
-    """Raised inside recognition; carries the :class:`NotCovered` for the user."""
+    """Raised inside recognition; carries the :class:`NotCovered` for the user. A refusal
+    that names a random op (``ops.RANDOM_MARK``) suggests making the task deterministic
+    rather than another rewriter."""
 
     def __init__(self, reason: str, op: str = "") -> None:
         super().__init__(reason)
-        self.nc = NotCovered(reason, op)
+        if RANDOM_MARK in reason:
+            self.nc = NotCovered(reason.removesuffix(" is not supported by the built-in families"),
+                                 op, RANDOM_SUGGESTION)
+        else:
+            self.nc = NotCovered(reason, op)
 
 
 def padded(shape: tuple[int, ...], nd: int) -> tuple[int, ...]:

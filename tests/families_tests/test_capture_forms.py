@@ -131,6 +131,10 @@ def test_a_random_dropout_is_refused_with_the_reason(tmp_path):
     assert not rec.covered
     msg = rec.not_covered.message
     assert "nn.Dropout(p=0.2) in training mode" in msg and "random" in msg, msg
+    # the way on is a deterministic task, not another rewriter (2026-12-05: it said "use
+    # --rewriter llm ... or --seed-candidate", which no random reference can check)
+    assert "--rewriter" not in msg and "make forward deterministic" in msg, msg
+    assert "is not supported" not in msg, msg
     rec = _plan(tmp_path, "fdrop", "torch.sigmoid(torch.nn.functional.dropout(x, 0.3))")
     assert not rec.covered and "(p=0.3) in training mode" in rec.not_covered.message
     rec = _plan(tmp_path, "drop0", "torch.sigmoid(self.drop(x))",
