@@ -19,6 +19,7 @@ evaluation's event loop over such a worker:
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import threading
@@ -142,6 +143,13 @@ class _State:
         self.phase, self.phase_t = phase, t
 
 
+def _empty_result(shape: dict[str, Any]) -> bool:
+    """Whether the reference's result at this shape (the reference worker's ``outputs``) is
+    tensors without elements."""
+    outs = shape.get("outputs") or []
+    return bool(outs) and all("shape" in o and math.prod(o["shape"]) == 0 for o in outs)
+
+
 class _Stop(Exception):
     """The run ended (a fault the facts already hold); skip to the verdict."""
 
@@ -177,6 +185,8 @@ class CandidateRun:
         f.timed_ks = tuple(c.k for c in self.plan if c.timed)
         f.ghost_k = next((c.k for c in self.plan if c.role == "ghost"), None)
         f.first_main_k = next((c.k for c in self.plan if c.shape == 0), 0)
+        empty = {i for i, s in enumerate(info["shapes"]) if _empty_result(s)}
+        f.empty_ks = frozenset(c.k for c in self.plan if c.shape in empty)
         self.slot_of: dict[int, int] = {}
         self.t_bye: int | None = None
 

@@ -150,6 +150,36 @@ def test_no_cute_kernel_at_all_is_a_decoy():
     assert decide(f).verdict == Verdict.DECOY
 
 
+def test_no_kernel_is_owed_where_the_result_has_no_elements():
+    """A hidden batch of 1 that the task's own ``[:-1]`` cuts to no rows (KernelBench L1 92 as
+    first written): the reference's result is empty, the candidate rightly launches nothing
+    (before 2026-12-05 the verdict called that a decoy; found reading the code, with no GPU
+    run). Anywhere else, still a decoy."""
+    f = _facts()
+    calls = dict(f.activity.calls)
+    calls[2] = dataclasses.replace(calls[2], cute_kernels=0, cute_us=0.0)
+    f.activity = dataclasses.replace(f.activity, calls=calls)
+    assert decide(f).verdict == Verdict.DECOY
+    f.empty_ks = frozenset({2})
+    assert decide(f).verdict == Verdict.CORRECT
+    f.empty_ks = frozenset({1})  # another call's shape is the empty one
+    assert decide(f).verdict == Verdict.DECOY
+
+
+@pytest.mark.parametrize("outputs,empty", [
+    ([{"dtype": "float32", "shape": [0, 5]}], True),
+    ([{"dtype": "float32", "shape": [0, 5]}, {"dtype": "int64", "shape": [3, 0]}], True),
+    ([{"dtype": "float32", "shape": [0, 5]}, {"dtype": "float32", "shape": [1]}], False),
+    ([{"dtype": "float32", "shape": []}], False),  # a 0-d tensor has one element
+    ([{"value": True}], False),                    # a Python number is computed too
+    ([], False),                                   # unknown (no GPU reference run)
+])
+def test_which_shapes_have_an_empty_result(outputs, empty):
+    from cutegen.codegen.eval.candidate_run import _empty_result
+
+    assert _empty_result({"label": "x", "outputs": outputs}) is empty
+
+
 def test_d1_forged_event_times_are_suspicious_and_honest_ones_pass():
     assert decide(_facts(event_skew=40.0)).verdict == Verdict.CORRECT  # a launch gap
     d = decide(_facts(event_skew=-60.0))
