@@ -66,6 +66,24 @@ def test_tasks_lists_the_bundled_suite():
     assert need <= names
 
 
+def test_task_descriptions_end_on_a_sentence_or_say_they_are_cut():
+    """``cutegen tasks`` showed each docstring's first line, most of them cut mid-sentence
+    ("... spelled as the cumsum of the input shifted right by"); now the first sentence,
+    joined over lines, cut at a word with an ellipsis past the width."""
+    from cutegen.cli.eval import task_summary
+
+    doc = ("Exclusive cumulative sum along the rows, spelled as the cumsum of the input\n"
+           "shifted right by one. More detail\nhere.\n\nA second paragraph.")
+    assert task_summary(doc) == ("Exclusive cumulative sum along the rows, spelled as the "
+                                 "cumsum of the input shifted right by one.")
+    assert task_summary("No sentence end in the first paragraph\n\nNext.") == (
+        "No sentence end in the first paragraph")
+    long = task_summary("word " * 40 + "end.", width=30)
+    assert long.endswith("…") and len(long) <= 30 and " wor…" not in long
+    assert task_summary("") == ""
+    assert task_summary("x" * 50, width=20) == "x" * 19 + "…"  # one long word
+
+
 def test_eval_without_gpu_says_so_plainly(tmp_path):
     from cutegen.cli import main
     from cutegen.codegen.backend import gpu_available

@@ -190,6 +190,18 @@ def _ci(base: Any, cand: Any) -> str:
     return f"  (95% CI {lo:.2f}-{hi:.2f}, bootstrap of the medians)"
 
 
+def task_summary(doc: str, width: int = 110) -> str:
+    """A task docstring's first sentence (its first paragraph where no sentence ends in it),
+    on one line, cut at a word with "…" past ``width`` characters."""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    text = para[:end + 1] if end >= 0 else para
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width - 1)
+    return text[:cut if cut > 0 else width - 1].rstrip(",;:") + "…"
+
+
 @click.command("tasks")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def tasks_cmd(as_json: bool) -> None:
@@ -200,7 +212,7 @@ def tasks_cmd(as_json: bool) -> None:
     for name in bundled_task_names():
         src = (bundled_dir() / f"{name}.py").read_text()
         tree = ast.parse(src)
-        doc = (ast.get_docstring(tree) or "").splitlines()[0] if ast.get_docstring(tree) else ""
+        doc = task_summary(ast.get_docstring(tree) or "")
         sizes = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
                  for t in n.targets if isinstance(t, ast.Name)
                  and isinstance(n.value, ast.Constant) and isinstance(n.value.value, int)}
