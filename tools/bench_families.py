@@ -50,6 +50,7 @@ REDUCE_TASKS = (
     "kl_div_bf16", "selu_bf16", "masked_scale_fp32", "max_pool2d_fp32",
     "max_pool2d_dilated_bf16", "avg_pool2d_fp32", "avg_pool1d_fp32", "max_pool1d_bf16",
     "max_pool3d_fp32", "avg_pool3d_bf16", "global_avg_pool_bf16", "cumsum_exclusive_fp32",
+    "cumsum_exclusive_cut_fp32", "cumsum_exclusive_cat_bf16",
     "matvec_fp32", "cosine_loss_fp32", "triplet_loss_fp32")
 #: Kinds that must read their input twice: their floor is 2/3 of the bandwidth target.
 TWO_READS = ("batch_norm_fp32", "frobenius_norm_fp32", "batch_center_fp32")
