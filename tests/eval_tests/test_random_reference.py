@@ -60,6 +60,7 @@ def test_a_random_reference_stops_the_task_with_the_reason(tmp_path, p, body):
 @pytest.mark.parametrize("p,body", [
     (0.0, "self.drop(x)"),     # p = 0: the identity
     (0.2, "x * 2.0"),          # a dropout module that forward never calls
+    (0.0, "x.mul_(2.0)"),      # changes its input in place: the second call gets fresh inputs
 ])
 def test_a_deterministic_reference_loads(tmp_path, p, body):
     info = _load(tmp_path, p, body)
