@@ -31,17 +31,22 @@ RANDOM_SUGGESTION = ("no kernel, built-in, an LLM's or your own, can be checked 
 
 
 class NotCoveredError(Exception):
-    """Raised inside recognition; carries the :class:`NotCovered` for the user. A refusal
-    that names a random op (``ops.RANDOM_MARK``) suggests making the task deterministic
-    rather than another rewriter."""
+    """Raised inside recognition; carries the :class:`NotCovered` for the user."""
 
     def __init__(self, reason: str, op: str = "") -> None:
         super().__init__(reason)
-        if RANDOM_MARK in reason:
-            self.nc = NotCovered(reason.removesuffix(" is not supported by the built-in families"),
-                                 op, RANDOM_SUGGESTION)
-        else:
-            self.nc = NotCovered(reason, op)
+        self.nc = NotCovered(reason, op)
+
+    @classmethod
+    def unsupported(cls, name: str, op: str) -> NotCoveredError:
+        """An op no family has, by ``name``. A random op (``ops.RANDOM_MARK``: dropout in
+        training mode) is named as it is, with a way on that is a deterministic task rather
+        than another rewriter."""
+        if RANDOM_MARK not in name:
+            return cls(f"{name} is not supported by the built-in families", op)
+        err = cls(name, op)
+        err.nc = NotCovered(name, op, RANDOM_SUGGESTION)
+        return err
 
 
 def padded(shape: tuple[int, ...], nd: int) -> tuple[int, ...]:
@@ -310,5 +315,5 @@ class Matcher:
                 raise NotCoveredError(f"{n.target}: a cast to {dt}", "cast")
             params = {"dtype": dt} if dt in ("bfloat16", "float16") else {}
         if op not in POINTWISE_OPS:
-            raise NotCoveredError(f"{n.target or op} is not supported by the built-in families", op)
+            raise NotCoveredError.unsupported(n.target or op, op)
         return PwNode(n.id, op, (arg("input"),), tuple(params.items()))

@@ -62,8 +62,7 @@ def _unknown(m: Matcher, ids: set[int]) -> None:
     for i in sorted(ids):
         n = m.node(i)
         if n.kind == "call" and n.op == "?":
-            raise NotCoveredError(f"{n.target} is not supported by the built-in families",
-                              n.target)
+            raise NotCoveredError.unsupported(n.target, n.target)
 
 
 def _match(cap: Captured) -> Plan:
@@ -451,7 +450,7 @@ def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...]
             raise NotCoveredError(f"cross_entropy reduction={reduction!r}", op)
         params["reduction"] = reduction
         return "row", ("rows" if reduction == "none" else "scalar"), 1
-    raise NotCoveredError(f"{a.target} is not supported by the built-in families", op)
+    raise NotCoveredError.unsupported(a.target, op)
 
 
 def recognize(cap: Captured) -> Recognition:
