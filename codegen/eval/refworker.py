@@ -274,8 +274,9 @@ class Reference:
         1: "Expected more than 1 value per channel") is a limit of the task, as on the GPU,
         where such shapes are skipped: the next smallest is tried. An op torch's CPU build
         does not have for the dtype (bf16 ``avg_pool3d``) ends the check here: the GPU
-        worker runs it. A reference whose output is random is a fault at any shape. Returns the labels of the
-        hidden shapes skipped so; raises where the main shape (or every shape tried) fails."""
+        worker runs it. A reference whose output is random is a fault at any shape. Returns
+        the labels of the hidden shapes skipped so; raises where the main shape (or every
+        shape tried) fails."""
         import torch
 
         order = sorted(range(len(self.shapes)), key=lambda i: sum(
@@ -318,10 +319,9 @@ class Reference:
     def _check_repeatable(self, model: Any, make_inputs: Any, first: list[Any],
                           label: str) -> None:
         """Call the reference again on the same inputs, made afresh by ``make_inputs`` (a
-        forward that changes its input in place must not look random; the random generator
-        is not reseeded):
-        its outputs must be the first call's, within the task's tolerance (a reference with
-        atomics may differ in its last bits). One that is random (``nn.Dropout`` in training
+        forward that changes its input in place must not look random), the random generator
+        not reseeded: its outputs must be the first call's, within the task's tolerance (a
+        reference with atomics may differ in its last bits). One that is random (``nn.Dropout`` in training
         mode, ``torch.rand`` in forward) can check no candidate, whatever it computes; the
         search stops at once, saying so, instead of calling every candidate wrong."""
         import torch
