@@ -107,6 +107,8 @@
 #                  correct one case at a time, then KernelBench L1 23, 24 through the CLI  ~6
 #   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
 #                  resident / split, hints on / off                                       ~3
+#   kb-list        KernelBench problems KB_L1=N,N KB_L2=N,N through the CLI, one evaluation
+#                  each, KB_MINUTES (default 4) a level (carry .kb)                    ~KB_MINUTES x 2
 #   cumsum-kb      KernelBench L1 92's exclusive cumsum in its three spellings (nineteenth
 #                  session): the bundled exclusive-cumsum tasks' GPU cases, the two new ones
 #                  timed (kernel GPU time against eager), then L1 92 through the CLI
@@ -489,6 +491,18 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
             $py tools/host_overhead.py layernorm_4m_fp32 --calls 1 --set strategy=$s \
             --set l2_hints=$h
         done
+      done ;;
+    kb-list)  # KernelBench problems named by KB_L1 / KB_L2 (e.g. KB_L1=92,23 KB_L2=59)
+      # through the CLI at upstream sizes, one evaluation each, the bench stopping itself
+      # after KB_MINUTES (default 4) per level so that its table is written (carry .kb)
+      [ -d .kb/level1 ] || { echo "kb-list: carry .kb" | tee -a "$out/steps.log"; continue; }
+      for level in 1 2; do
+        var="KB_L$level"
+        [ -n "${!var:-}" ] || continue
+        step "kb_list$level" "$(python3 -c "print(int(${KB_MINUTES:-4} * 60 + 60))")" \
+          $py -m cutegen bench --kernelbench .kb --level "$level" --problems "${!var}" \
+          --max-evals 1 --max-minutes "${KB_MINUTES:-4}" --db "/tmp/cutegen-kb$level.db" \
+          --out "$out/kb_list$level" --no-reports
       done ;;
     cumsum-kb)  # KernelBench L1 92's spellings (nineteenth session)
       step cumsum_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
