@@ -595,7 +595,12 @@ def _lower_sdpa(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     kt = b.call("transpose", t, {"input": b.new_id[k]}, {"dims": [-2, -1]}, nodes[k], kt_shape)
     s_shape = (*qs[:-1], ks[-2])
     s = b.call("matmul", t, {"input": b.new_id[q], "other": kt}, {}, n, s_shape)
-    s = b.call("mul", t, {"input": s}, {"other": float(scale)}, n, s_shape)
+    # The scores stay fp32 (the fused kernels PyTorch runs keep them in fp32 registers): in
+    # fp16 the product of inputs of a few thousand overflows, and a rounded score moves its
+    # probability by a part in a few hundred. The probabilities are rounded to the inputs'
+    # dtype for the second product, as those kernels do.
+    s = b.add(replace(nodes[n.id], id=0, op="mul", target=t, tensors={"input": s},
+                      consts={"other": float(scale)}, shape=s_shape, dtype="float32"))
     p = b.call("softmax", t, {"input": s}, {"dim": -1}, n, s_shape)
     return b.call("matmul", t, {"input": p, "other": b.new_id[v]}, {}, n)
 

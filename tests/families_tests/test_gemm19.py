@@ -35,6 +35,7 @@ CHAINS = {
     "chain_mm_argmax_fp32": [("gemm", "matmul"), ("row", "argmax")],
     # 4-d batched products (2026-12-03, seventh session): attention's [B, H, S, D]
     "chain_sdpa_fp32": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
+    "chain_sdpa_fp16": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
     "chain_attention_4d_bf16": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
 }
 NAMES = sorted(SMALL) + sorted(CHAINS)
@@ -183,3 +184,18 @@ def test_products_of_4d_operands_fold_their_batch_dims(tmp_path):
     sdpa = _plan("chain_sdpa_fp32").param("stages")[0]
     assert sdpa.epilogue.describe() == "mul"  # the 1 / sqrt(64) scale, fused
     assert render(_plan("chain_sdpa_fp32"), fd.task_path("chain_sdpa_fp32").read_text())
+
+
+@pytest.mark.parametrize("name", ["chain_sdpa_fp16", "chain_attention_4d_bf16"])
+def test_attention_scores_stay_fp32_in_half_precision(name):
+    """SDPA in fp16 / bf16 (KernelBench L1 97): the first product writes fp32 scores (an fp16
+    score of 1e3-scaled inputs is inf, a rounded one moves its probability), the softmax reads
+    them and writes probabilities in the inputs' dtype for the second product. A spelled-out
+    attention (``softmax(q @ k^T) @ v``) keeps the reference's own roundings."""
+    first, soft, second = _plan(name).param("stages")
+    half = second.out_dtype
+    assert half in ("float16", "bfloat16")
+    sdpa = name.startswith("chain_sdpa")
+    assert first.out_dtype == ("float32" if sdpa else half)
+    assert soft.leaf("_stage0").dtype == first.out_dtype and soft.out_dtype == half
+    assert first.leaf(first.param("a")).dtype == half
