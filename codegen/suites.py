@@ -74,6 +74,27 @@ def dtype_of(name: str) -> str:
     return "fp32"
 
 
+#: Spellings in ``get_inputs`` of each dtype tag (a torch attribute or a tensor method).
+_DTYPE_NAMES = {"bf16": ("bfloat16",), "fp16": ("float16", "half"), "fp64": ("float64", "double")}
+
+
+def dtype_of_file(path: str | Path) -> str:
+    """The dtype tag of a task file, read (not run) from its ``get_inputs``: "bf16" where it
+    names ``torch.bfloat16`` or calls ``.bfloat16()``, else "fp16" / "fp64" likewise, else
+    "fp32" (also for a file that does not parse or has no ``get_inputs``). KernelBench level 1
+    problem 97 builds fp16 inputs; its times must not join the fp32 means."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return "fp32"
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+               and n.name == "get_inputs"), None)
+    names = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)} if fn else set()
+    return next((tag for tag, spell in _DTYPE_NAMES.items() if names & set(spell)), "fp32")
+
+
 def suites_dir() -> Path:
     return Path(str(resources.files("cutegen.benchmarks") / "suites"))
 
@@ -141,7 +162,8 @@ def load_suite(spec: str, *, _seen: tuple[str, ...] = ()) -> Suite:
 
 def kernelbench_suite(root: str | Path, level: int, problems: Sequence[int] | None = None, *,
                       max_evals: int = 40) -> Suite:
-    """A KernelBench level (all its problems, or those listed) as a suite of fp32 tasks.
+    """A KernelBench level (all its problems, or those listed) as a suite; each task's dtype
+    (which means it joins) is read from its file (:func:`dtype_of_file`).
 
     Raises:
         TaskError: the checkout, level or a problem is missing.
@@ -160,7 +182,7 @@ def kernelbench_suite(root: str | Path, level: int, problems: Sequence[int] | No
     tasks = []
     for prob in problems:
         path = find_kernelbench_task(r, level, prob)
-        tasks.append(SuiteTask(str(path), "fp32", f"KernelBench L{level}",
+        tasks.append(SuiteTask(str(path), dtype_of_file(path), f"KernelBench L{level}",
                                kernelbench=(str(r), level, prob)))
-    return Suite(f"kernelbench-L{level}", f"KernelBench level {level} at upstream sizes, fp32",
+    return Suite(f"kernelbench-L{level}", f"KernelBench level {level} at upstream sizes",
                  tuple(tasks), max_evals, str(r))

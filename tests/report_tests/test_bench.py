@@ -17,6 +17,7 @@ from cutegen.codegen.suites import (
     SuiteTask,
     bundled_suite_names,
     dtype_of,
+    dtype_of_file,
     kernelbench_suite,
     load_suite,
 )
@@ -97,6 +98,29 @@ def test_kernelbench_suite(tmp_path):
     assert [t.kernelbench[2] for t in s.tasks] == [3, 19, 23]
     assert {t.dtype for t in s.tasks} == {"fp32"} and s.tasks[1].label == "kb_L1_P19"
     assert [t.kernelbench[2] for t in kernelbench_suite(tmp_path, 1, [23]).tasks] == [23]
+
+
+def test_kernelbench_task_dtype_is_read_from_its_inputs(tmp_path):
+    """A KernelBench file's dtype comes from what get_inputs builds (L1 97 makes fp16 inputs
+    on "cuda"; before, every KernelBench task was "fp32" and joined the fp32 means)."""
+    lvl = tmp_path / "level1"
+    lvl.mkdir()
+    bodies = {
+        "97_SDPA.py": "torch.rand(2, 3, device='cuda', dtype=torch.float16)",
+        "5_Half.py": "torch.rand(2, 3).half()",
+        "6_Bf16.py": "torch.randn(4, dtype=torch.bfloat16)",
+        "7_Plain.py": "torch.rand(2, 3)",
+    }
+    for name, expr in bodies.items():
+        (lvl / name).write_text(f"import torch\n\ndef get_inputs():\n    return [{expr}]\n")
+    # a dtype named elsewhere in the file (a cast inside forward) does not count
+    (lvl / "8_CastInForward.py").write_text(
+        "import torch\n\ndef forward(x):\n    return x.half()\n\n"
+        "def get_inputs():\n    return [torch.rand(2, 3)]\n")
+    (lvl / "9_Broken.py").write_text("def get_inputs(:\n")
+    dtypes = {t.kernelbench[2]: t.dtype for t in kernelbench_suite(tmp_path, 1).tasks}
+    assert dtypes == {5: "fp16", 6: "bf16", 7: "fp32", 8: "fp32", 9: "fp32", 97: "fp16"}
+    assert dtype_of_file(tmp_path / "missing.py") == "fp32"
 
 
 def test_dtype_of():
