@@ -199,3 +199,34 @@ def test_attention_scores_stay_fp32_in_half_precision(name):
     assert first.out_dtype == ("float32" if sdpa else half)
     assert soft.leaf("_stage0").dtype == first.out_dtype and soft.out_dtype == half
     assert first.leaf(first.param("a")).dtype == half
+
+
+def test_sdpa_half_precision_stages_hold_the_tolerance_emulated():
+    """The chain's roundings, emulated with torch on the CPU (each stage computed in fp32 and
+    stored in the dtype its plan writes), against the evaluator's comparison on every input
+    distribution: the fp32 scores hold the fp16 tolerance; scores stored in fp16 (the plan
+    before) turn the 1e3-scaled inputs into inf and NaN, as the H200 saw on KernelBench L1 97."""
+    import torch
+    import torch.nn.functional as F
+
+    from cutegen.codegen.inputs import DISTRIBUTIONS, ArgSpec, generate
+    from cutegen.codegen.numerics import compare
+
+    first, soft, _ = _plan("chain_sdpa_fp16").param("stages")
+    specs = [ArgSpec("tensor", (1, 2, 96, 128), "float16")] * 3
+
+    def chain(q, k, v, score_dtype):
+        s = (q.float() @ k.float().transpose(-2, -1) * 128 ** -0.5).to(score_dtype)
+        p = torch.softmax(s.float(), dim=-1).to(getattr(torch, soft.out_dtype))
+        return (p.float() @ v.float()).half()
+
+    failed = []
+    for dist in DISTRIBUTIONS:
+        q, k, v = generate(specs, seed=7, distribution=dist, device="cpu")
+        ref64 = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+        native = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).half()
+        ok = compare([chain(q, k, v, getattr(torch, first.out_dtype))], [ref64], [native])
+        assert ok.passed, (dist, ok.reason)
+        old = compare([chain(q, k, v, torch.float16)], [ref64], [native])
+        failed += [] if old.passed else [dist]
+    assert "large" in failed
