@@ -67,9 +67,10 @@ class _Builder:
         return i
 
     def call(self, op: str, target: str, tensors: dict[str, int], consts: dict, like: Node,
-             shape: tuple[int, ...] | None = None) -> int:
+             shape: tuple[int, ...] | None = None, dtype: str | None = None) -> int:
         return self.add(Node(0, "call", op, target, tensors, consts,
-                             like.shape if shape is None else shape, like.dtype))
+                             like.shape if shape is None else shape,
+                             like.dtype if dtype is None else dtype))
 
 
 def _p_of(n: Node) -> object:
@@ -599,8 +600,7 @@ def _lower_sdpa(b: _Builder, n: Node, nodes: dict[int, Node]) -> int | None:
     # fp16 the product of inputs of a few thousand overflows, and a rounded score moves its
     # probability by a part in a few hundred. The probabilities are rounded to the inputs'
     # dtype for the second product, as those kernels do.
-    s = b.add(replace(nodes[n.id], id=0, op="mul", target=t, tensors={"input": s},
-                      consts={"other": float(scale)}, shape=s_shape, dtype="float32"))
+    s = b.call("mul", t, {"input": s}, {"other": float(scale)}, n, s_shape, "float32")
     p = b.call("softmax", t, {"input": s}, {"dim": -1}, n, s_shape)
     return b.call("matmul", t, {"input": p, "other": b.new_id[v]}, {}, n)
 
