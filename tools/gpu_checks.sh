@@ -162,16 +162,17 @@ log_name() {  # log_name "KEY=VALUE ...": a log file name the device tool brings
   echo "${n//=/-}"
 }
 
-kb_once() {  # kb_once NAME SECONDS LEVEL PROBLEMS: KernelBench problems (carry .kb: a local
-  # copy of the public task files) through the CLI at upstream sizes, one evaluation each
-  local name=$1 limit=$2 level=$3 problems=$4
+kb_once() {  # kb_once NAME SECONDS LEVEL PROBLEMS [MINUTES]: KernelBench problems (carry
+  # .kb: a local copy of the public task files) through the CLI at upstream sizes, one
+  # evaluation each; with MINUTES the bench stops itself then, so its table is written
+  local name=$1 limit=$2 level=$3 problems=$4 minutes=${5:-}
   if [ ! -d ".kb/level$level" ]; then
     echo "== $name: no .kb/level$level (carry .kb)" | tee -a "$out/steps.log"
     return
   fi
   step "$name" "$limit" $py -m cutegen bench --kernelbench .kb --level "$level" \
     --problems "$problems" --max-evals 1 --db "/tmp/cutegen-$name.db" --out "$out/$name" \
-    --no-reports
+    --no-reports ${minutes:+--max-minutes "$minutes"}
 }
 
 fp32_gemm_gpu() {  # fp32_gemm_gpu NAME: the fp32 / Linear GEMM cases through the evaluator
@@ -495,14 +496,11 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
     kb-list)  # KernelBench problems named by KB_L1 / KB_L2 (e.g. KB_L1=92,23 KB_L2=59)
       # through the CLI at upstream sizes, one evaluation each, the bench stopping itself
       # after KB_MINUTES (default 4) per level so that its table is written (carry .kb)
-      [ -d .kb/level1 ] || { echo "kb-list: carry .kb" | tee -a "$out/steps.log"; continue; }
       for level in 1 2; do
         var="KB_L$level"
-        [ -n "${!var:-}" ] || continue
-        step "kb_list$level" "$(python3 -c "print(int(${KB_MINUTES:-4} * 60 + 60))")" \
-          $py -m cutegen bench --kernelbench .kb --level "$level" --problems "${!var}" \
-          --max-evals 1 --max-minutes "${KB_MINUTES:-4}" --db "/tmp/cutegen-kb$level.db" \
-          --out "$out/kb_list$level" --no-reports
+        [ -z "${!var:-}" ] || kb_once "kb_list$level" \
+          "$(python3 -c "print(int(${KB_MINUTES:-4} * 60 + 60))")" "$level" "${!var}" \
+          "${KB_MINUTES:-4}"
       done ;;
     cumsum-kb)  # KernelBench L1 92's spellings (nineteenth session)
       step cumsum_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \

@@ -321,9 +321,10 @@ class Reference:
         """Call the reference again on the same inputs, made afresh by ``make_inputs`` (a
         forward that changes its input in place must not look random), the random generator
         not reseeded: its outputs must be the first call's, within the task's tolerance (a
-        reference with atomics may differ in its last bits). One that is random (``nn.Dropout`` in training
-        mode, ``torch.rand`` in forward) can check no candidate, whatever it computes; the
-        search stops at once, saying so, instead of calling every candidate wrong."""
+        reference with atomics may differ in its last bits). One that is random
+        (``nn.Dropout`` in training mode, ``torch.rand`` in forward) can check no candidate,
+        whatever it computes; the search stops at once, saying so, instead of calling every
+        candidate wrong."""
         import torch
 
         from cutegen.codegen.numerics import compare
