@@ -53,7 +53,7 @@ def _build_cases() -> list[dict]:
             cases.append({"name": name, "knobs": {}, "shape": _capped(shape) if i == 0 else shape})
     for name, only in (("gemm_bf16", None), ("gemm_fp32", ("tile_m", "tile_n", "tile_k",
                                                          "precision", "epilogue", "split_k",
-                                                         "promote"))):
+                                                         "promote", "hi_lo"))):
         values, choices = gp.gemm_knobs_of(name)
         main = _capped(gp.shapes(name)[0])
         for knob, allowed in choices.items():
