@@ -332,3 +332,27 @@ def test_truncating_model_short_k():
     packed = _pack_3xtf32(a, b, tile_k)
     assert rmse(truncating_tc_gemm(*packed, promote_k=PROMOTE_DEFAULT * tile_k)) > 2 * fp32
     assert rmse(truncating_tc_gemm(*packed, promote_k=tile_k)) < fp32
+
+
+@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
+@pytest.mark.slow
+def test_hi_lo_split_in_shared_memory(compiled):
+    """``hi_lo`` "smem": the consumers split each stage in place in 128-bit shared-memory
+    accesses (LDS.128 / STS.128 in the GEMM kernel, none with the default pairs), and A, K-major
+    with aligned rows, is loaded as it is: no pack kernel but B's K-major copy."""
+    by_knobs = {tuple(sorted(c["knobs"].items())): res for c, res in zip(CASES, compiled,
+                                                                        strict=True)
+                if c["name"] == "gemm_fp32"}
+    for knobs, split in ((("hi_lo", "smem"),), True), ((), False):
+        res = by_knobs[knobs]
+        assert res["error"] is None, res["error"]
+        kernels = {name: k for comp in res["compiles"] for name, k in comp["kernels"].items()}
+        gemm = next(k for name, k in kernels.items() if "GemmKernel" in name)
+        shared = {op: n for op, n in gemm["ops"].items() if op.startswith(("LDS", "STS"))}
+        if split:
+            assert shared.get("LDS.128", 0) > 0 and shared.get("STS.128", 0) > 0, shared
+            packs = sorted(n.split("_object")[0].rsplit("_", 1)[-1] for n in kernels
+                           if "Pack" in n)
+            assert len(packs) == 1 and "TransposePackKernel" in packs[0], packs
+        else:
+            assert "LDS.128" not in shared, shared
