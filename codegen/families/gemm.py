@@ -168,35 +168,58 @@ def hi_lo_model(M: int, N: int, K: int, L: int, operands) -> str:
     return "smem" if t_smem < t_pack else "pack"
 
 
-def hi_lo_for(plan: Plan) -> str | None:
-    """:func:`hi_lo_model` at the plan's main shape (None: not 3xTF32, or the shapes are not
-    known)."""
-    if _precision(plan) != "3xtf32":
-        return None
-    a, b = plan.leaf(plan.param("a")), plan.leaf(plan.param("b"))
-    sa, sb = tuple(a.shape or ()), tuple(b.shape or ())
+def _main_shape(plan: Plan) -> tuple[int, int, int, int] | None:
+    """(M, N, K, L) of the product at the task's main shape, as the candidate folds it (a
+    Linear's leading dims into M, a bmm's batch dims into L); None when the plan does not
+    hold the operands' shapes."""
+    sa = tuple(plan.leaf(plan.param("a")).shape or ())
+    sb = tuple(plan.leaf(plan.param("b")).shape or ())
     if len(sa) < 2 or len(sb) < 2:
         return None
     a_major, b_major = plan.param("a_major", "k"), plan.param("b_major", "n")
     K = sa[-1] if a_major == "k" else sa[-2]
     N = sb[-1] if b_major == "n" else sb[-2]
+    L = M = 1
     if plan.param("batched", False):
-        L = 1
         for d in sa[:-2]:
             L *= d
         M = sa[-2] if a_major == "k" else sa[-1]
     else:
-        L, M = 1, 1
         for d in (sa[:-1] if a_major == "k" else sa[-1:]):
             M *= d
-    ops = ((a_major == "k" and K % 4 == 0, a.source == "param"),
-           (b_major == "k" and K % 4 == 0, b.source == "param"))
-    return hi_lo_model(int(M), int(N), int(K), int(L), ops)
+    return int(M), int(N), int(K), int(L)
+
+
+def hi_lo_for(plan: Plan) -> str | None:
+    """:func:`hi_lo_model` at the plan's main shape (None: not 3xTF32, or the shapes are not
+    known)."""
+    shape = _main_shape(plan) if _precision(plan) == "3xtf32" else None
+    if shape is None:
+        return None
+    M, N, K, L = shape
+    a, b = plan.leaf(plan.param("a")), plan.leaf(plan.param("b"))
+    ops = ((plan.param("a_major", "k") == "k" and K % 4 == 0, a.source == "param"),
+           (plan.param("b_major", "n") == "k" and K % 4 == 0, b.source == "param"))
+    return hi_lo_model(M, N, K, L, ops)
 
 
 #: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
 #: promoted) do not fit in the consumers' 232 registers.
 FP32_TILE_N = [64, 128, 192]
+
+
+def fp32_tile_n(n: int | None) -> int:
+    """The default fp32 tile_n for an output N columns wide: 192 (measured ahead of 128 at
+    4096^3 and 8192^3, where its ragged last column of tiles costs under 5%), or 128 where
+    192's tiles would pad N a fifth more than 128's: a 256-wide output (KernelBench L1 6)
+    is two 192-wide tiles, the second two thirds zeros, against two full 128-wide ones."""
+    if n is None or n <= 0:
+        return 192
+    return 128 if _round_up(n, 128) * 6 <= _round_up(n, 192) * 5 else 192
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
 
 
 def _precision(plan: Plan) -> str:
@@ -225,9 +248,12 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     fp32 = precision in ("tf32", "3xtf32")
     # fp32 (3xTF32) tile_n 192: on an H200 (tools/bench_gemm.py, 2026-11-30) 1.94x eager
     # fp32 at 4096^3 and 2.28x at 8192^3, against 1.35x / 1.37x with 128, at the same error
+    # (fp32_tile_n: 128 where 192 would pad a narrow output by much more)
     tile_k = 64 if not fp32 else 32
     k = _k_extent(plan)
-    values = {"tile_m": 128, "tile_n": 256 if not fp32 else 192, "tile_k": tile_k,
+    shape = _main_shape(plan)
+    tile_n = 256 if not fp32 else fp32_tile_n(None if shape is None else shape[1])
+    values = {"tile_m": 128, "tile_n": tile_n, "tile_k": tile_k,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
               "swizzle": 1, "epilogue": "tma", "split_k": 0, "wave_split": True,
               "promote": promote_for(precision, None if k is None else 3 * -(-k // tile_k)),

@@ -345,13 +345,3 @@ def test_raw_split_with_a_wrong_slot_is_caught(cand, monkeypatch):
     want = a.double() @ b.double()
     assert (out.double() - want).abs().max().item() > 1e-5 * want.abs().max().item()
 
-
-def test_hi_lo_auto_splits_in_the_kernel_only_where_the_pairs_cost_more(cand):
-    """``hi_lo`` "auto": KernelBench L1 6 (256 x 256 of K = 524288, both operands inputs, B
-    N-major) splits in shared memory; a 4096^3 product, a Linear with a kept 8192^2 weight
-    at M = 1024 and L1 1's square product keep the pairs."""
-    auto = cand._hi_lo_auto
-    assert auto(256, 256, 524288, 1, 132, ((True, False), (False, False))) == "smem"
-    assert auto(4096, 4096, 4096, 1, 132, ((True, False), (False, False))) == "pack"
-    assert auto(1024, 8192, 8192, 1, 132, ((True, False), (True, True))) == "pack"
-    assert auto(2048, 4096, 8192, 1, 132, ((True, False), (False, False))) == "pack"

@@ -232,3 +232,17 @@ def test_long_k_fp32_product_offers_the_in_kernel_split_second():
     assert not any(p.move.params.get("hi_lo") for p in props)
     task, props = _initial("gemm_bias_relu_bf16")
     assert hi_lo_for(recognition_for(task).plans[0]) is None
+
+
+def test_fp32_tile_n_follows_the_output_width():
+    """The fp32 default tile_n is 192 but where its tiles would pad N a fifth more than
+    128's: a 256-wide output (KernelBench L1 6) is two 192-wide tiles, the second two thirds
+    zeros; the long-K task renders with 128, the bundled 1024-wide ones keep 192."""
+    from cutegen.codegen.families.gemm import fp32_tile_n, gemm_knobs
+
+    assert [fp32_tile_n(n) for n in (None, 64, 100, 256, 512, 1000, 4096, 8192, 5921)] == [
+        192, 128, 128, 128, 192, 192, 192, 192, 192]
+    task = _task("g/matmul_long_k_fp32")
+    assert gemm_knobs(recognition_for(task).plans[0])[0]["tile_n"] == 128
+    task = _task("gemm_fp32")
+    assert gemm_knobs(recognition_for(task).plans[0])[0]["tile_n"] == 192
