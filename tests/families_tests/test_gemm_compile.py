@@ -15,7 +15,8 @@ DSL is imported here):
   epilogue, e.g. GELU);
 * every other allowed value of every knob, one knob at a time, on ``gemm_bf16`` and the
   precision / tile / epilogue / split-K / ``promote`` knobs on ``gemm_fp32`` (promotion adds
-  a second fp32 fragment to the consumers' registers: still no spills).
+  a second fp32 fragment to the consumers' registers: still no spills);
+* ``hi_lo`` "smem" with tile_m 64, the smallest tiles, and 2-CTA clusters either way.
 
 ``test_truncating_accumulator_model`` (numpy, no DSL) models why 3xTF32 needs ``promote``.
 """
@@ -62,6 +63,12 @@ def _build_cases() -> list[dict]:
             for v in allowed:
                 if v != values[knob]:
                     cases.append({"name": name, "knobs": {knob: v}, "shape": main})
+    # the split in shared memory with the tile shapes and cluster that change its walk (one
+    # consumer warp group; the fewest 128-bit accesses a thread; a multicast A / B)
+    main = _capped(gp.shapes("gemm_fp32")[0])
+    for extra in ({"tile_m": 64}, {"tile_n": 64, "tile_k": 16}, {"cluster_m": 2},
+                  {"cluster_n": 2, "tile_k": 64}):
+        cases.append({"name": "gemm_fp32", "knobs": {"hi_lo": "smem", **extra}, "shape": main})
     for name in gp.PLANS:  # approximate epilogue transcendentals, where offered
         if "fast_math" in gp.gemm_knobs_of(name)[1]:
             cases.append({"name": name, "knobs": {"fast_math": True},
