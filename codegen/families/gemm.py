@@ -208,6 +208,10 @@ def hi_lo_for(plan: Plan) -> str | None:
 FP32_TILE_N = [64, 128, 192]
 
 
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
 def fp32_tile_n(n: int | None) -> int:
     """The default fp32 tile_n for an output N columns wide: 192 (measured ahead of 128 at
     4096^3 and 8192^3, where its ragged last column of tiles costs under 5%), or 128 where
@@ -216,10 +220,6 @@ def fp32_tile_n(n: int | None) -> int:
     if n is None or n <= 0:
         return 192
     return 128 if _round_up(n, 128) * 6 <= _round_up(n, 192) * 5 else 192
-
-
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
 
 
 def _precision(plan: Plan) -> str:
