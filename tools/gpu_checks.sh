@@ -109,10 +109,6 @@
 #                  resident / split, hints on / off                                       ~3
 #   kb-list        KernelBench problems KB_L1=N,N KB_L2=N,N through the CLI, one evaluation
 #                  each, KB_MINUTES (default 4) a level (carry .kb)                    ~KB_MINUTES x 2
-#   hi-lo          3xTF32's (hi, lo) split in shared memory (knob hi_lo, twenty-first
-#                  session): its GPU cases, then KernelBench L1 6 (256 x 256, K = 524288)
-#                  kernels timed with hi_lo smem / pack, and through the CLI with two
-#                  evaluations (the default, then the split: carry .kb)                  ~8
 #   cumsum-kb      KernelBench L1 92's exclusive cumsum in its three spellings (nineteenth
 #                  session): the bundled exclusive-cumsum tasks' GPU cases, the two new ones
 #                  timed (kernel GPU time against eager), then L1 92 through the CLI
@@ -506,19 +502,6 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
           "$(python3 -c "print(int(${KB_MINUTES:-4} * 60 + 60))")" "$level" "${!var}" \
           "${KB_MINUTES:-4}"
       done ;;
-    hi-lo)  # 3xTF32's (hi, lo) split in shared memory (twenty-first session)
-      step hi_lo_gpu 240 $py -m pytest -m gpu tests/families_tests/test_gemm_gpu.py -q \
-        -p no:cacheprovider -k "hi_lo"
-      mkdir -p "$out/hi_lo_gpu" && cp runs/gemm_gpu/summary*.jsonl "$out/hi_lo_gpu/" 2>/dev/null
-      l1_6=.kb/level1/6_Matmul_with_large_K_dimension_.py
-      if [ -f "$l1_6" ]; then
-        for v in smem pack; do
-          step "hi_lo_host_$v" 150 $py tools/host_overhead.py "$l1_6" --calls 10 --kernels \
-            --set "hi_lo=$v"
-        done
-        step hi_lo_kb 300 $py -m cutegen bench --kernelbench .kb --level 1 --problems 6 \
-          --max-evals 2 --db /tmp/cutegen-hi_lo_kb.db --out "$out/hi_lo_kb" --no-reports
-      fi ;;
     cumsum-kb)  # KernelBench L1 92's spellings (nineteenth session)
       step cumsum_gpu 240 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 2 -p no:cacheprovider -k "cumsum_exclusive"

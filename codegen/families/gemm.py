@@ -34,11 +34,7 @@ batched over a leading L dim:
   the three slots (the part two slots share is fetched once from memory and again from L2):
   a skinny fp32 Linear (M = 128, a 32768 x 32768 weight) reads its packed weight, 2x the
   weight's bytes, rather than 3x. (The candidate's ``PAIRED_PARTS = False`` packs the three
-  slots, to compare.) With ``hi_lo`` "smem" nothing is packed into parts: the producer
-  loads tile j of the fp32 operands (K-major; a transposed one copied so) for each of block
-  j's three K' tiles, and the consumers round it to the slot's part in place in shared
-  memory before its WGMMAs (the same three products, so the same numerics), reading
-  4 bytes an element from memory instead of the pairs' 8 and skipping the pack's 12.
+  slots, to compare.)
   The DSL ships no TF32 WGMMA wrapper; the candidate defines one (``_MmaTF32Op``) on the
   DSL's SM90 MMA atom type.
 * **Promotion** (``promote``, tf32 / 3xtf32): Hopper's WGMMA accumulator appears to add
@@ -75,11 +71,7 @@ for bmm, torch.tril / triu or an A that is a module's parameter; False: one laun
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
-default) admit it; bf16 / fp16 tasks: their own precision only), ``hi_lo`` (fp32 tasks,
-3xTF32: "pack", the (hi, lo) pairs written by a pack kernel before the product, or "smem",
-the operands loaded as they are and each tile split in shared memory by the consumers, for
-small outputs of a long K where the pairs' bytes outweigh the product: :func:`hi_lo_model`),
-and ``fast_math`` (bf16 /
+default) admit it; bf16 / fp16 tasks: their own precision only), and ``fast_math`` (bf16 /
 fp16 outputs whose epilogue has a transcendental, e.g. Swish: approximate ``exp`` / ``tanh``).
 """
 
@@ -124,50 +116,6 @@ def promote_for(precision: str, k_tiles: int | None) -> int:
     return 1 if k_tiles is not None and k_tiles <= SHORT_K_TILES else PROMOTE_DEFAULT
 
 
-#: ``hi_lo`` (3xtf32 only): "pack" writes each operand as (hi, lo) pairs before the GEMM
-#: (PackKernel); "smem" loads the fp32 values as they are (a transposed operand copied
-#: K-major first) and the consumers split each tile in shared memory (``_split_stage`` in
-#: the template), so nothing is written twice over. :func:`hi_lo_for` says which the main
-#: shape favours; the search's first candidates add "smem" where it does.
-HI_LO_CHOICES = ("pack", "smem")
-HI_LO_DEFAULT = "pack"
-#: The in-place split's cost, as a share of the product's tensor-core time: each K' tile's
-#: fp32 tiles are read and written once more in shared memory (1.6x what the WGMMAs read of
-#: a 128 x 192 x 32 tile), a named barrier per K' tile, each tile loaded three times (twice
-#: from L2). An estimate from shared-memory bandwidth, not a measurement.
-SPLIT_SMEM_COST = 0.6
-#: Bytes a second the packs and the GEMM's operand reads are costed at (H200 copy: ~4.2e12).
-_MODEL_BW = 3e12
-#: Tensor-core flops a second of 3xTF32's TF32 GEMM (about 60% of the H200's dense 495 TFLOPS).
-_MODEL_TF32 = 2.9e14
-
-
-def hi_lo_model(M: int, N: int, K: int, L: int, operands) -> str:
-    """Where 3xTF32's (hi, lo) parts are cheaper made, "pack" or "smem", for a product of
-    (L,) M x N over K; ``operands``: per operand (A, B), (loadable: K-major with 16-byte
-    aligned rows, so the kernel can load it as it is; kept: a module's parameter, whose
-    copy is kept across calls). Times in seconds, bytes at _MODEL_BW:
-
-    * pack: each operand not kept is read and written twice over (12 bytes an element),
-      then the GEMM reads 8 bytes an element, overlapped with the tensor-core work;
-    * smem: an operand not loadable (nor kept) is copied K-major (8 bytes an element), the
-      GEMM reads 4, its tensor-core work (1 + SPLIT_SMEM_COST) as long.
-
-    KernelBench L1 6 (256 x 256 of K = 524288, B stored K x N): pack 1.8 ms, smem 1.5 ms;
-    4096^3: pack 1.5 ms, smem 2.3 ms."""
-    pack = split = read_pairs = read_raw = 0.0
-    for rows, (loadable, kept) in zip((M, N), operands, strict=True):
-        elems = float(rows) * K * L
-        pack += 0.0 if kept else 12.0 * elems
-        split += 0.0 if kept or loadable else 8.0 * elems
-        read_pairs += 8.0 * elems
-        read_raw += 4.0 * elems
-    tensor = 2.0 * M * N * 3 * K * L / _MODEL_TF32
-    t_pack = pack / _MODEL_BW + max(read_pairs / _MODEL_BW, tensor)
-    t_smem = split / _MODEL_BW + max(read_raw / _MODEL_BW, tensor * (1 + SPLIT_SMEM_COST))
-    return "smem" if t_smem < t_pack else "pack"
-
-
 def _main_shape(plan: Plan) -> tuple[int, int, int, int] | None:
     """(M, N, K, L) of the product at the task's main shape, as the candidate folds it (a
     Linear's leading dims into M, a bmm's batch dims into L); None when the plan does not
@@ -188,19 +136,6 @@ def _main_shape(plan: Plan) -> tuple[int, int, int, int] | None:
         for d in (sa[:-1] if a_major == "k" else sa[-1:]):
             M *= d
     return int(M), int(N), int(K), int(L)
-
-
-def hi_lo_for(plan: Plan) -> str | None:
-    """:func:`hi_lo_model` at the plan's main shape (None: not 3xTF32, or the shapes are not
-    known)."""
-    shape = _main_shape(plan) if _precision(plan) == "3xtf32" else None
-    if shape is None:
-        return None
-    M, N, K, L = shape
-    a, b = plan.leaf(plan.param("a")), plan.leaf(plan.param("b"))
-    ops = ((plan.param("a_major", "k") == "k" and K % 4 == 0, a.source == "param"),
-           (plan.param("b_major", "n") == "k" and K % 4 == 0, b.source == "param"))
-    return hi_lo_model(M, N, K, L, ops)
 
 
 #: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
@@ -271,8 +206,6 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
             precision]
         if precision not in choices["precision"]:
             choices["precision"].append(precision)
-    if fp32:  # where 3xTF32's (hi, lo) parts are made: packed before, or in the kernel
-        values["hi_lo"], choices["hi_lo"] = HI_LO_DEFAULT, list(HI_LO_CHOICES)
     if fast_math_applies(plan.out_dtype, plan.epilogue):  # approximate epilogue transcendentals
         values["fast_math"], choices["fast_math"] = False, [False, True]
     return values, choices

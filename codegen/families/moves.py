@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from cutegen.codegen.candidate import CandidateSource, parse_tunables, set_tunable
 from cutegen.codegen.evaluation import HOST_BOUND
 from cutegen.codegen.families.conv import CONV_VARIANTS
-from cutegen.codegen.families.gemm import PROMOTE_DEFAULT, hi_lo_for
+from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
 from cutegen.codegen.families.recognize import recognize_task
 from cutegen.codegen.families.render import can_split, knobs, render
@@ -241,11 +241,6 @@ def _gemm_proposals(task: Task, plan: Plan) -> list[Proposal] | None:
     :data:`~cutegen.codegen.families.conv.CONV_VARIANTS`) (None: Model cannot be copied)."""
     values, choices = knobs(plan)
     variants: list[tuple[str, dict[str, object]]] = [("default", {})]
-    if (plan.family == "gemm" and values.get("hi_lo") == "pack"
-            and "smem" in choices.get("hi_lo", ()) and hi_lo_for(plan) == "smem"):
-        # the main shape favours 3xTF32's split in shared memory (a small output of a long
-        # K): second, before the layout variants (gemm.hi_lo_model)
-        variants.append(("hi/lo split in shared memory", {"hi_lo": "smem"}))
     for label, change in (CONV_VARIANTS if plan.family == "conv" else GEMM_VARIANTS):
         if all(v in choices.get(k, ()) and v != values.get(k) for k, v in change.items()):
             variants.append((label, change))

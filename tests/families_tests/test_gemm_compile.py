@@ -15,8 +15,7 @@ DSL is imported here):
   epilogue, e.g. GELU);
 * every other allowed value of every knob, one knob at a time, on ``gemm_bf16`` and the
   precision / tile / epilogue / split-K / ``promote`` knobs on ``gemm_fp32`` (promotion adds
-  a second fp32 fragment to the consumers' registers: still no spills);
-* ``hi_lo`` "smem" with tile_m 64, the smallest tiles, and 2-CTA clusters either way.
+  a second fp32 fragment to the consumers' registers: still no spills).
 
 ``test_truncating_accumulator_model`` (numpy, no DSL) models why 3xTF32 needs ``promote``.
 """
@@ -54,7 +53,7 @@ def _build_cases() -> list[dict]:
             cases.append({"name": name, "knobs": {}, "shape": _capped(shape) if i == 0 else shape})
     for name, only in (("gemm_bf16", None), ("gemm_fp32", ("tile_m", "tile_n", "tile_k",
                                                          "precision", "epilogue", "split_k",
-                                                         "promote", "hi_lo"))):
+                                                         "promote"))):
         values, choices = gp.gemm_knobs_of(name)
         main = _capped(gp.shapes(name)[0])
         for knob, allowed in choices.items():
@@ -63,12 +62,6 @@ def _build_cases() -> list[dict]:
             for v in allowed:
                 if v != values[knob]:
                     cases.append({"name": name, "knobs": {knob: v}, "shape": main})
-    # the split in shared memory with the tile shapes and cluster that change its walk (one
-    # consumer warp group; the fewest 128-bit accesses a thread; a multicast A / B)
-    main = _capped(gp.shapes("gemm_fp32")[0])
-    for extra in ({"tile_m": 64}, {"tile_n": 64, "tile_k": 16}, {"cluster_m": 2},
-                  {"cluster_n": 2, "tile_k": 64}):
-        cases.append({"name": "gemm_fp32", "knobs": {"hi_lo": "smem", **extra}, "shape": main})
     for name in gp.PLANS:  # approximate epilogue transcendentals, where offered
         if "fast_math" in gp.gemm_knobs_of(name)[1]:
             cases.append({"name": name, "knobs": {"fast_math": True},
@@ -339,27 +332,3 @@ def test_truncating_model_short_k():
     packed = _pack_3xtf32(a, b, tile_k)
     assert rmse(truncating_tc_gemm(*packed, promote_k=PROMOTE_DEFAULT * tile_k)) > 2 * fp32
     assert rmse(truncating_tc_gemm(*packed, promote_k=tile_k)) < fp32
-
-
-@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
-@pytest.mark.slow
-def test_hi_lo_split_in_shared_memory(compiled):
-    """``hi_lo`` "smem": the consumers split each stage in place in 128-bit shared-memory
-    accesses (LDS.128 / STS.128 in the GEMM kernel, none with the default pairs), and A, K-major
-    with aligned rows, is loaded as it is: no pack kernel but B's K-major copy."""
-    by_knobs = {tuple(sorted(c["knobs"].items())): res for c, res in zip(CASES, compiled,
-                                                                        strict=True)
-                if c["name"] == "gemm_fp32"}
-    for knobs, split in ((("hi_lo", "smem"),), True), ((), False):
-        res = by_knobs[knobs]
-        assert res["error"] is None, res["error"]
-        kernels = {name: k for comp in res["compiles"] for name, k in comp["kernels"].items()}
-        gemm = next(k for name, k in kernels.items() if "GemmKernel" in name)
-        shared = {op: n for op, n in gemm["ops"].items() if op.startswith(("LDS", "STS"))}
-        if split:
-            assert shared.get("LDS.128", 0) > 0 and shared.get("STS.128", 0) > 0, shared
-            packs = sorted(n.split("_object")[0].rsplit("_", 1)[-1] for n in kernels
-                           if "Pack" in n)
-            assert len(packs) == 1 and "TransposePackKernel" in packs[0], packs
-        else:
-            assert "LDS.128" not in shared, shared

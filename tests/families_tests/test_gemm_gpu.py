@@ -38,12 +38,6 @@ CASES += [("gemm_fp32", (("tile_n", 128),)), ("gemm_fp32", (("tile_m", 64),)),
           ("matmul_scale_residual_bf16", (("split_k", 4),)),
           ("matmul_logsumexp_bf16", (("split_k", 2),)), ("bmm_bf16", (("cluster_n", 2),)),
           ("linear_bf16", (("epilogue", "direct"),)), ("matmul_at_bf16", (("tile_m", 64),))]
-#: 3xTF32's (hi, lo) split in shared memory (``hi_lo`` "smem"): A @ B (B copied K-major),
-#: in K slices, tile_m 64 (one consumer warp group), and a Linear (its weight loaded as is)
-CASES += [("gemm_fp32", (("hi_lo", "smem"),)), ("gemm_fp32", (("hi_lo", "smem"), ("split_k", 2))),
-          ("gemm_fp32", (("hi_lo", "smem"), ("tile_m", 64))),
-          ("linear_mish_mish_fp32", (("hi_lo", "smem"),)),
-          ("gemm_bias_relu_fp32", (("hi_lo", "smem"), ("cluster_m", 2)))]
 
 #: Issue 17's bundled tasks at their public-benchmark sizes, rendered from recognition (ids
 #: start ``long-``; linear_mish_mish_fp32 and gemm_skinny_bf16 are plans above too): the

@@ -51,7 +51,6 @@ class _Emulator:
         self.at: dict[int, torch.Tensor] = {}  # address -> the buffer starting there
         self.kernels: list = []
         self.packed: list[int] = []  # the rows R of each operand packed
-        self.parts: list[tuple] = []  # the parts of each pack
 
     def keep(self, t: torch.Tensor) -> torch.Tensor:
         self.at[t.data_ptr()] = t
@@ -64,7 +63,6 @@ class _Emulator:
         """The documented layout: dst[l, r, (k // block) * n * block + p * block + k % block]
         = part_p(src[l, r, k]), zero past K (see PackKernel)."""
         self.packed.append(R)
-        self.parts.append(tuple(parts))
         Kp = -(-max(K, 1) // (k_align or 4)) * (k_align or 4)
         s_r, s_k, s_l = strides
         v = torch.as_strided(src, (L, R, K), (s_l, s_r, s_k), src.storage_offset())
@@ -73,8 +71,6 @@ class _Emulator:
         hi = _tf32_hi(x.contiguous())
         vals = {"hi": hi, "lo": x - hi, "x": x}
         n = len(parts)
-        if n == 1:  # one part: no interleave block
-            return self.keep(vals[parts[0]].to(dst_dtype).contiguous()), Kp
         dst = torch.zeros(L, R, Kp // block, n, block)
         for p, name in enumerate(parts):
             dst[:, :, :, p, :] = vals[name].view(L, R, Kp // block, block)
@@ -106,13 +102,11 @@ class _Emulator:
 
     def _gemm(self, op, a_ptr, b_ptr, c_ptr, M, N, K, L, lda, ldb, a_bs, b_bs, *rest):
         """C[l] = sum over K' tiles of A's and B's stored tiles (``_stored_k``), each load
-        zero past the operand's stored K (TMA's fill), for each batch / slice l. ``raw``
-        operands: the loaded fp32 tile turned into the slot's hi or lo part
-        (``_raw_slot_lo``) as the consumers do in shared memory."""
+        zero past the operand's stored K (TMA's fill), for each batch / slice l."""
         assert op.a_kmajor and op.b_kmajor and op.epilogue is None
         M, N, K, L, lda, ldb, a_bs, b_bs = map(_int, (M, N, K, L, lda, ldb, a_bs, b_bs))
-        a = self.flat(a_ptr)
-        b = self.flat(b_ptr)
+        a = self.flat(a_ptr).double()
+        b = self.flat(b_ptr).double()
         c = self.flat(c_ptr)
         tk = op.tile_k
         ka_ext = K // 3 * 2 if op.pairs[0] else K
@@ -120,8 +114,6 @@ class _Emulator:
         k_tiles = -(-ka_ext // tk)
         if op.pairs[0]:
             k_tiles = k_tiles // 2 * 3
-        if op.raw:
-            k_tiles *= 3
 
         def tile(flat, rows, ld, bs, ext, batch, kt):
             k = kt * tk + torch.arange(tk)
@@ -129,29 +121,22 @@ class _Emulator:
             ok = (k < ext)[None, :].expand(rows, tk)
             return torch.where(ok, flat[idx.clamp(max=flat.numel() - 1)], 0.0)
 
-        def part(t, kt, operand):
-            if not op.raw:
-                return t.double()
-            hi = _tf32_hi(t.contiguous())
-            return (t - hi if self.cand._raw_slot_lo(kt, operand) else hi).double()
-
         for batch in range(L):
             acc = torch.zeros(M, N, dtype=torch.float64)
             for kt in range(k_tiles):
-                ka = self.cand._stored_k(kt, op.pairs[0], 0, op.raw)
-                kb = self.cand._stored_k(kt, op.pairs[1], 1, op.raw)
-                a_t = part(tile(a, M, lda, a_bs, ka_ext, batch, ka), kt, 0)
-                acc += a_t @ part(tile(b, N, ldb, b_bs, kb_ext, batch, kb), kt, 1).T
+                ka = self.cand._stored_k(kt, op.pairs[0], 0)
+                kb = self.cand._stored_k(kt, op.pairs[1], 1)
+                a_t = tile(a, M, lda, a_bs, ka_ext, batch, ka)
+                acc += a_t @ tile(b, N, ldb, b_bs, kb_ext, batch, kb).T
             c[batch * M * N:(batch + 1) * M * N] = acc.reshape(-1).to(c.dtype)
 
 
 def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None,
-            a_kind="a_k", b_kind="b_n", kept=None, held=(), hi_lo="pack"):
+            a_kind="a_k", b_kind="b_n", kept=None, held=()):
     """``_gemm_launch`` on the emulator (b_kind "b_k": b stored (N, K), a Linear's weight;
     kept: the call's ``kept`` pair; held: tensors of earlier calls the kernels may read)."""
     emu = _Emulator(cand)
     monkeypatch.setitem(cand.TUNABLES, "wave_split", wave_split)
-    monkeypatch.setitem(cand.TUNABLES, "hi_lo", hi_lo)
     if sms is not None:
         monkeypatch.setattr(cand, "_sm_count", lambda t: sms)
     monkeypatch.setattr(cand, "_pack", emu.pack)
@@ -168,8 +153,6 @@ def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False,
     out = emu.keep(torch.zeros((a.shape[0], M, N) if batched else (M, N)))
     if a_kind == "a_m":  # A stored transposed, (K, M)
         a = a.transpose(-1, -2).contiguous()
-    emu.keep(a)  # loaded as they are where the kernel reads raw operands
-    emu.keep(b)
     extra = {} if kept is None else {"kept": kept}
     cand._gemm_launch(a, b, a_kind, b_kind, batched, out, "3xtf32", None, (), (), (), (), (),
                       **extra)
@@ -227,8 +210,7 @@ def test_a_wrong_slot_map_is_caught(cand, monkeypatch):
     """The emulation can fail: reading B's pair in A's slot order sums A_hi B_hi twice and
     A_lo B_lo, never A_hi B_lo: about twice the product."""
     real = cand._stored_k
-    monkeypatch.setattr(cand, "_stored_k",
-                        lambda k, paired, operand, raw=False: real(k, paired, 0, raw))
+    monkeypatch.setattr(cand, "_stored_k", lambda k, paired, operand: real(k, paired, 0))
     g = torch.Generator().manual_seed(2)
     a, b = torch.randn(40, 256, generator=g), torch.randn(256, 50, generator=g)
     out, _ = _launch(cand, monkeypatch, a, b, False, 1, True)
@@ -293,55 +275,3 @@ def test_a_wave_of_one_row_of_tiles_goes_to_k_slices(cand, monkeypatch):
     assert emu.kernels[1].splits == 4
     want = a.double() @ b.double()
     assert (out.double() - want).abs().max().item() <= 2e-5 * want.abs().max().item()
-
-
-_RAW_CASES = [  # (A shape, B shape, batched, split_k, a_kind, b_kind)
-    ((130, 200), (200, 70), False, 1, "a_k", "b_n"),   # B transposed: copied K-major
-    ((1, 1000), (1000, 300), False, 0, "a_k", "b_n"),  # K slices chosen, K aligned
-    ((67, 642), (129, 642), False, 3, "a_k", "b_k"),   # a Linear's weight; 642 pads to 3 slices
-    ((67, 640), (640, 129), False, 2, "a_m", "b_n"),   # both transposed
-    ((2, 33, 96), (2, 40, 96), True, 1, "a_k", "b_k"),  # batched, nothing copied
-]
-
-
-@pytest.mark.parametrize("a_shape, b_shape, batched, split_k, a_kind, b_kind", _RAW_CASES)
-def test_raw_operands_split_in_the_kernel_give_the_pairs_product(
-        cand, monkeypatch, a_shape, b_shape, batched, split_k, a_kind, b_kind):
-    """``hi_lo`` "smem": the kernel loads each tile of K three times as it is and its
-    consumers turn it into the slot's hi or lo part (``_raw_slot_lo``): the same three
-    products as the (hi, lo) pairs, so without K slices the emulated result equals the pack
-    path's exactly;
-    an operand is copied only where it is not K-major (or K must be padded to whole
-    slices), and never into parts."""
-    g = torch.Generator().manual_seed(6)
-    a = torch.randn(a_shape, generator=g)
-    b = torch.randn(b_shape, generator=g)
-    raw, emu = _launch(cand, monkeypatch, a, b, batched, split_k, True, a_kind=a_kind,
-                       b_kind=b_kind, hi_lo="smem")
-    gemm = [k for k in emu.kernels if type(k).__name__ == "GemmKernel"]
-    assert [k.raw for k in gemm] == [True] and gemm[0].pairs == (False, False)
-    assert all(p == ("x",) for p in emu.parts), emu.parts
-    s = next((k.splits for k in emu.kernels if type(k).__name__ == "SplitReduceKernel"), 1)
-    assert s == split_k or (split_k == 0 and s > 1)
-    padded = s > 1 and a_shape[-1] % (4 * s) != 0
-    want_packs = 2 if padded else (a_kind == "a_m") + (b_kind == "b_n")
-    assert len(emu.parts) == want_packs, emu.parts
-    pairs, _ = _launch(cand, monkeypatch, a, b, batched, split_k, True, a_kind=a_kind,
-                       b_kind=b_kind, hi_lo="pack")
-    if s == 1:  # (K slices cut elsewhere than the pairs' whole blocks round elsewhere)
-        assert torch.equal(raw, pairs)
-    bt = b.transpose(-1, -2) if b_kind == "b_k" else b
-    want = a.double() @ bt.double()
-    assert (raw.double() - want).abs().max().item() <= 2e-5 * max(1.0, want.abs().max().item())
-
-
-def test_raw_split_with_a_wrong_slot_is_caught(cand, monkeypatch):
-    """The emulation can fail: a consumer that takes B's lo in A's slot (A_lo B_lo, never
-    A_lo B_hi) misses a 2^-11 share of the product."""
-    monkeypatch.setattr(cand, "_raw_slot_lo", lambda k, operand: k % 3 == 1)
-    g = torch.Generator().manual_seed(7)
-    a, b = torch.randn(40, 256, generator=g), torch.randn(256, 50, generator=g)
-    out, _ = _launch(cand, monkeypatch, a, b, False, 1, True, hi_lo="smem")
-    want = a.double() @ b.double()
-    assert (out.double() - want).abs().max().item() > 1e-5 * want.abs().max().item()
-

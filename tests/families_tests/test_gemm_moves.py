@@ -199,41 +199,6 @@ def test_fast_math_variant_for_an_epilogue_with_a_transcendental():
         "default", "cluster 2x1", "raster n, swizzle 4", "tile_n 128"]
 
 
-def test_hi_lo_model_favours_the_split_for_small_outputs_of_long_k():
-    """gemm.hi_lo_model: (hi, lo) pairs cost 12 bytes an element written and read and 8 read
-    by the GEMM; the split in shared memory 4 read (plus 8 to copy an operand that is not
-    K-major) and 1.6x the tensor-core time. A 256 x 256 output of K = 524288 (KernelBench
-    L1 6) splits in the kernel; 4096^3, a Linear's kept 8192^2 weight at M = 1024, and a
-    skinny Linear at M = 128 keep the pairs."""
-    from cutegen.codegen.families.gemm import hi_lo_model
-
-    assert hi_lo_model(256, 256, 524288, 1, ((True, False), (False, False))) == "smem"
-    assert hi_lo_model(4096, 4096, 4096, 1, ((True, False), (False, False))) == "pack"
-    assert hi_lo_model(1024, 8192, 8192, 1, ((True, False), (True, True))) == "pack"
-    assert hi_lo_model(128, 32768, 32768, 1, ((True, False), (True, True))) == "pack"
-    assert hi_lo_model(2048, 4096, 8192, 1, ((True, False), (False, False))) == "pack"
-
-
-def test_long_k_fp32_product_offers_the_in_kernel_split_second():
-    """Where the main shape favours it (gemm.hi_lo_for), the initial candidates are the
-    default (pairs) and then the split in shared memory; other fp32 products do not get it."""
-    from cutegen.codegen.families.gemm import hi_lo_for
-
-    task, props = _initial("g/matmul_long_k_fp32")
-    plan = recognition_for(task).plans[0]
-    assert hi_lo_for(plan) == "smem"
-    assert props[0].move.params["variant"] == "default"
-    assert props[1].move.params == {"family": "gemm", "op": "matmul",
-                                    "variant": "hi/lo split in shared memory", "hi_lo": "smem"}
-    assert _changed(props[0].candidate.code, props[1].candidate.code) == {
-        "hi_lo": ("pack", "smem")}
-    task, props = _initial("gemm_fp32")
-    assert hi_lo_for(recognition_for(task).plans[0]) == "pack"
-    assert not any(p.move.params.get("hi_lo") for p in props)
-    task, props = _initial("gemm_bias_relu_bf16")
-    assert hi_lo_for(recognition_for(task).plans[0]) is None
-
-
 def test_fp32_tile_n_follows_the_output_width():
     """The fp32 default tile_n is 192 but where its tiles would pad N a fifth more than
     128's: a 256-wide output (KernelBench L1 6) is two 192-wide tiles, the second two thirds

@@ -1,6 +1,6 @@
-"""C = A @ B, fp32: a small output of a long K (the kind of KernelBench level 1's "large K"
-product, smaller here), where 3xTF32's (hi, lo) pairs would move more bytes than the
-product is worth in tensor-core time."""
+"""C = A @ B, fp32: a narrow output of a long K (KernelBench level 1's "large K" product,
+smaller here): its 256 columns are two full 128-wide tiles, where 192-wide ones would leave
+the second two thirds zeros (gemm.fp32_tile_n)."""
 import torch
 import torch.nn as nn
 
