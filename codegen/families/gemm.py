@@ -116,26 +116,16 @@ def promote_for(precision: str, k_tiles: int | None) -> int:
     return 1 if k_tiles is not None and k_tiles <= SHORT_K_TILES else PROMOTE_DEFAULT
 
 
-def _main_shape(plan: Plan) -> tuple[int, int, int, int] | None:
-    """(M, N, K, L) of the product at the task's main shape, as the candidate folds it (a
-    Linear's leading dims into M, a bmm's batch dims into L); None when the plan does not
-    hold the operands' shapes."""
+def _extents(plan: Plan) -> tuple[int, int] | None:
+    """(N, K) of the product at the task's main shape (B's output columns, A's columns or,
+    stored transposed, its rows); None when the plan does not hold both operands' shapes."""
     sa = tuple(plan.leaf(plan.param("a")).shape or ())
     sb = tuple(plan.leaf(plan.param("b")).shape or ())
     if len(sa) < 2 or len(sb) < 2:
         return None
-    a_major, b_major = plan.param("a_major", "k"), plan.param("b_major", "n")
-    K = sa[-1] if a_major == "k" else sa[-2]
-    N = sb[-1] if b_major == "n" else sb[-2]
-    L = M = 1
-    if plan.param("batched", False):
-        for d in sa[:-2]:
-            L *= d
-        M = sa[-2] if a_major == "k" else sa[-1]
-    else:
-        for d in (sa[:-1] if a_major == "k" else sa[-1:]):
-            M *= d
-    return int(M), int(N), int(K), int(L)
+    n = sb[-1] if plan.param("b_major", "n") == "n" else sb[-2]
+    k = sa[-1] if plan.param("a_major", "k") == "k" else sa[-2]
+    return int(n), int(k)
 
 
 #: fp32 (tf32 / 3xtf32) tile_n values: a wider tile's two accumulator fragments (WGMMA and
@@ -162,16 +152,6 @@ def _precision(plan: Plan) -> str:
         plan.leaf(plan.param("a")).dtype, "bf16")
 
 
-def _k_extent(plan: Plan) -> int | None:
-    """K of the product at the task's main shape (A's columns, or its rows when A is stored
-    transposed); None when the plan does not hold A's shape."""
-    a = plan.param("a")
-    shape = tuple(plan.leaf(a).shape or ()) if a else ()
-    if len(shape) < 2:
-        return None
-    return int(shape[-1] if plan.param("a_major") == "k" else shape[-2])
-
-
 def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to.
 
@@ -185,9 +165,8 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
     # fp32 at 4096^3 and 2.28x at 8192^3, against 1.35x / 1.37x with 128, at the same error
     # (fp32_tile_n: 128 where 192 would pad a narrow output by much more)
     tile_k = 64 if not fp32 else 32
-    k = _k_extent(plan)
-    shape = _main_shape(plan)
-    tile_n = 256 if not fp32 else fp32_tile_n(None if shape is None else shape[1])
+    n, k = _extents(plan) or (None, None)
+    tile_n = 256 if not fp32 else fp32_tile_n(n)
     values = {"tile_m": 128, "tile_n": tile_n, "tile_k": tile_k,
               "cluster_m": 1, "cluster_n": 1, "stages": 0, "raster": "m",
               "swizzle": 1, "epilogue": "tma", "split_k": 0, "wave_split": True,
