@@ -95,8 +95,12 @@ class _GpuJob:
 
         from cutegen.codegen.eval.ipc import TensorDesc, open_tensor
 
+        loaded: dict[str, Any] = {}  # hidden shapes mostly share the main shape's file
         for idx, sh in enumerate(self.shapes):
-            self.states[idx] = torch.load(sh["state_path"], map_location="cuda", weights_only=True)
+            path = sh["state_path"]
+            if path not in loaded:
+                loaded[path] = torch.load(path, map_location="cuda", weights_only=True)
+            self.states[idx] = loaded[path]
             vals = []
             for d in sh["inputs"]:
                 vals.append(d["value"] if "value" in d else open_tensor(self.ipc, TensorDesc.parse(d)))
