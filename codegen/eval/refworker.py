@@ -663,8 +663,8 @@ def share_equal_tensors(model: Any, earlier: Any) -> bool:
     """Point ``model``'s parameters and buffers at ``earlier``'s where they hold the same
     values (same qualified name, dtype, shape, strides, device), so that one copy is kept in
     memory: a task's hidden shapes mostly build the same model (KernelBench L2 59's 32768 x
-    32768 fp32 weight, kept at three shapes in fp32 and float64, took 38 GB with the
-    candidate worker's 46 GB beside it: out of an 80 GB GPU's memory on 2026-12-05). The
+    32768 fp32 weight, kept at three shapes in fp32 and float64, took 37 GiB with the
+    candidate worker's 45 GiB beside it: more than an 80 GB H100 has, 2026-12-05). The
     modules stay separate objects, so what ``__init__`` derived from a shape's size globals
     stays that shape's. Returns whether every tensor was shared (the states are equal)."""
     import torch

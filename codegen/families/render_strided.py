@@ -45,8 +45,9 @@ def strided_knobs(plan: Plan) -> tuple[dict, dict]:
         del values["keep_vals"], choices["keep_vals"]
         choices["strategy"] = ["auto", "no_split"]
     else:  # a map keeps a thread's rows in registers (~90 of them): 128-thread CTAs fit
-        # more to an SM; rmsnorm_channels_bf16 took 372 us at 128 and 685 at 1024 threads on
-        # an H100, 96 % of its copy bandwidth at 128 (2026-12-05)
+        # more to an SM; rmsnorm_channels_bf16 took 372 us at 128, 410 at 256 and 685 at 1024
+        # threads on an H100 (96 % of its copy bandwidth at 128), the fp32 maps the same at
+        # 128 and 256 (2026-12-05)
         values["s_threads"] = MAP_THREADS
     if plan.param("layout") == "two_stage":
         values.update(ROW_STAGE_KNOBS[0])
