@@ -121,6 +121,8 @@
 #   rms-bf16       rmsnorm_channels_bf16 (66% of copy bandwidth, 0.93x torch.compile): the
 #                  default (91 registers, 2 CTAs a SM) against reload (32 registers, x read
 #                  twice) and 1024 threads (58 registers), kernels timed side by side       ~4
+#   maps-bench     the strided maps (RMSNorm over channels, normalize, batch centering) at
+#                  their 128-thread default, against eager and torch.compile           ~4
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
 #                  level 2 problem 38 (pool -> conv -> a softmax spelled with views) through
 #                  the CLI at upstream sizes, one evaluation each (carry .kb: a local copy of
@@ -136,7 +138,8 @@
 #   bench-long     cutegen bench long (5 fp32 tasks at public sizes), 4 evaluations  ~9
 #   gemm-skinny    bench_gemm.py bf16 sweep: split-K per call vs off / 2 / 4, cuBLAS  ~5
 # GPU_CHECKS_PACK=1 leaves OUTDIR holding steps.log and checks.tgz (every log, table and
-# summary of the run) alone: the device tool brings back at most 8 files.
+# summary of the run) alone, also when the call's time limit stops it: the device tool
+# brings back at most 8 files (a bench step's run folder alone has more).
 # The bench steps stop themselves after 8.5 minutes (a device call lasts at most 10) and
 # keep their store in /tmp/cutegen-bench: the same step again, on the still-warm machine,
 # resumes them (cutegen bench --resume) and rewrites the table over every task.
@@ -147,6 +150,18 @@ mkdir -p "$out"
 db="$out/checks.db"
 py=python3
 export PYTHONUNBUFFERED=1
+
+pack_out() {  # one archive instead of many files (the device tool brings back 8 at most),
+  # also when the call's time limit stops the script (SIGTERM): what ran so far comes back
+  trap - EXIT TERM
+  tar czf "/tmp/gpu-checks-$$.tgz" -C "$out" --exclude=checks.tgz . \
+    && find "$out" -mindepth 1 ! -name steps.log -delete \
+    && mv "/tmp/gpu-checks-$$.tgz" "$out/checks.tgz"
+}
+if [ "${GPU_CHECKS_PACK:-0}" = 1 ]; then
+  trap pack_out EXIT
+  trap 'pack_out; exit 143' TERM
+fi
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
   local name=$1 limit=$2
@@ -524,6 +539,11 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       # values a thread, on the CPU's SASS; 16 values: fewer registers, more CTAs a SM
       step split_order_vals 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
         --kernels --set strategy=split --set vals_per_thread=16 ;;
+    maps-bench)  # the strided maps at 128 threads a CTA (twenty-second session, measured on
+      # an H100 only) against eager and torch.compile on the H200
+      step maps_bench 300 $py tools/bench_families.py --set reduce --strategies default \
+        --calibrate --runs 50 --only rmsnorm_channels,normalize_channels,batch_center \
+        --out "$out/bench_maps" ;;
     rms-bf16)  # which map layout for rmsnorm_channels_bf16 (sixteenth session, CPU SASS)
       for set in "vec_bits=128" "strategy=reload" "s_threads=1024" "s_threads=128"; do
         step "rms_bf16_${set%%=*}_${set##*=}" 150 $py tools/host_overhead.py \
@@ -592,8 +612,3 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
   esac
 done
 cp "$db" "$out/" 2>/dev/null || true
-if [ "${GPU_CHECKS_PACK:-0}" = 1 ]; then  # one archive instead of many files
-  tar czf "/tmp/gpu-checks-$$.tgz" -C "$out" --exclude=checks.tgz . \
-    && find "$out" -mindepth 1 ! -name steps.log -delete \
-    && mv "/tmp/gpu-checks-$$.tgz" "$out/checks.tgz"
-fi
