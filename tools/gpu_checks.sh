@@ -118,9 +118,9 @@
 #   split-order    the split strategy's output launch walks the slices last to first (L2):
 #                  every split case correct (-n 3), layernorm_4m_fp32 split timed at 32
 #                  and 16 values a thread                                                ~6
-#   rms-bf16       rmsnorm_channels_bf16 (66% of copy bandwidth, 0.93x torch.compile): the
-#                  default (91 registers, 2 CTAs a SM) against reload (32 registers, x read
-#                  twice) and 1024 threads (58 registers), kernels timed side by side       ~4
+#   rms-bf16       rmsnorm_channels_bf16's map layouts, kernels timed side by side: the
+#                  default (128 threads since 2026-12-05: 372 us on an H100), 256 threads (the
+#                  default before: 410 us), reload (x read twice) and 1024 threads (685 us)  ~4
 #   maps-bench     the strided maps (RMSNorm over channels, normalize, batch centering) at
 #                  their 128-thread default, against eager and torch.compile           ~4
 #   kb-new         KernelBench level 1 problems 86 and 97 (a conv after a conv; fp16 SDPA) and
@@ -545,7 +545,7 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
         --calibrate --runs 50 --only rmsnorm_channels,normalize_channels,batch_center \
         --out "$out/bench_maps" ;;
     rms-bf16)  # which map layout for rmsnorm_channels_bf16 (sixteenth session, CPU SASS)
-      for set in "vec_bits=128" "strategy=reload" "s_threads=1024" "s_threads=128"; do
+      for set in "s_threads=128" "s_threads=256" "strategy=reload" "s_threads=1024"; do
         step "rms_bf16_${set%%=*}_${set##*=}" 150 $py tools/host_overhead.py \
           rmsnorm_channels_bf16 --calls 50 --kernels --set "$set"
       done ;;

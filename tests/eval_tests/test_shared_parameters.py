@@ -1,7 +1,7 @@
 """One copy of a parameter that a task's shapes share. The reference worker builds the model
 once per verification shape, in fp32 and in float64; KernelBench L2 59 (a 32768 x 32768 fp32
-Linear) kept six copies of its weight (38 GB) beside the candidate worker's 46 GB, and an
-80 GB H100 ran out of memory (2026-12-05). Shapes whose models hold the same values now share
+Linear) kept six copies of its weight (37.1 GiB) beside the candidate worker's 44.8 GiB, more
+than an 80 GB H100's 79.6 GiB (it ran out of memory there; 2026-12-05). Shapes whose models hold the same values now share
 the tensors (and one parameters file), while the modules stay their own objects."""
 
 import pytest
