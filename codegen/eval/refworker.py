@@ -6,8 +6,8 @@ It imports the task (never a candidate) and serves one search of that task:
   candidates to load, and allocates one dedicated device buffer per tensor input and
   shape, which candidate workers map through CUDA IPC (nothing else of this process is
   inside those allocations);
-* ``prepare``: writes one call's inputs into those buffers from a seed the parent chose,
-  keeping a private copy;
+* ``prepare``: writes one call's inputs into those buffers from a seed the parent chose
+  (the seed, not a copy, is kept: the inputs are drawn again to check them);
 * ``take``: maps the candidate's output descriptors, checks the inputs were left
   untouched and the outputs' metadata, and either compares them with the float64 and
   native references at once or copies them into a slot (or, at the same cost, into a
@@ -26,10 +26,12 @@ import contextlib
 import copy
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,10 @@ from cutegen.codegen.eval.ipc import IpcLib, TensorDesc, flatten_outputs, open_t
 from cutegen.codegen.inputs import (
     DISTRIBUTIONS,
     EXTRA_DISTRIBUTIONS,
+    FLOAT_DTYPES,
     ArgSpec,
     generate,
+    itemsize,
     on_meta,
     spec_of,
 )
@@ -51,8 +55,10 @@ _KEEP_CACHED_BYTES = 4 * 2**30
 #: Without a GPU, the reference is called a second time (is it random?) only when its first
 #: call took less than this (seconds); the GPU worker checks every task.
 _CPU_REPEAT_S = 5.0
-#: Kept copies of outputs may use at most this fraction of the free GPU memory.
+#: Kept copies of outputs may use at most this fraction of the free GPU memory, and at most
+#: half of what is left once the comparisons and the candidate's own use are set aside.
 _SLOT_FRACTION = 0.25
+_SLOT_MARGIN_BYTES = 2 * 2**30
 
 
 class TaskFault(Exception):
@@ -112,7 +118,6 @@ class Reference:
         self.models: dict[int, Any] = {}
         self.models64: dict[int, Any] = {}
         self.buffers: dict[int, list[Any]] = {}  # shape -> shared input tensors (or scalars)
-        self.private: dict[int, list[Any]] = {}  # shape -> this process's copy of them
         self.current: dict[int, tuple[int, str, bool]] = {}  # shape -> (seed, dist, vary)
         self._allocs: list[int] = []
         self.slots: dict[int, list[Any]] = {}
@@ -188,8 +193,7 @@ class Reference:
         if self.gpu:
             self._allocate_buffers()
             free, _ = torch.cuda.mem_get_info()
-            biggest = max([int(s["output_bytes"]) for s in self.shapes] + [1])
-            self.slot_budget = int(free * _SLOT_FRACTION // max(biggest, 1))
+            self.slot_budget = keep_slots(free, self.shapes)
         return {"shapes": self.shapes, "distributions": dists, "note": note,
                 "tolerance": getattr(self.mod, "TOLERANCE", None), "flops": flops,
                 "input_bytes": in_bytes, "output_bytes": out_bytes,
@@ -373,7 +377,6 @@ class Reference:
     def _allocate_buffers(self) -> None:
         """One dedicated allocation per tensor input and shape: a candidate that maps it
         can reach that buffer and nothing else of this process."""
-        import torch
         from cuda.bindings import runtime as rt
 
         from cutegen.codegen.eval.ipc import TensorDesc, tensor_at
@@ -398,7 +401,6 @@ class Reference:
                 bufs.append(tensor_at(base, desc))
                 descs.append(desc.to_dict())
             self.buffers[idx] = bufs
-            self.private[idx] = [b.clone() if isinstance(b, torch.Tensor) else b for b in bufs]
             sh["inputs"] = descs
 
     def prepare(self, shape: int, seed: int, dist: str, vary: bool = False) -> dict[str, Any]:
@@ -406,15 +408,16 @@ class Reference:
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
         vary = vary and self.vary_scalars
-        fresh = generate(specs, seed=seed, distribution=dist, device="cuda", vary_scalars=vary)
+        fresh = generate(specs, seed=seed, distribution=dist, device=self.device,
+                         vary_scalars=vary)
         scalars = {k: v for k, (sp, v) in enumerate(zip(specs, fresh, strict=True))
                    if sp.kind == "value"}
-        for dst, own, src in zip(self.buffers[shape], self.private[shape], fresh, strict=True):
+        for dst, src in zip(self.buffers[shape], fresh, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
-                own.copy_(src)
         del fresh
-        torch.cuda.synchronize()
+        if self.gpu:
+            torch.cuda.synchronize()
         self.current[shape] = (seed, dist, vary)
         return {"ok": True, "scalars": scalars}
 
@@ -447,9 +450,19 @@ class Reference:
         return outs, "", ""
 
     def _inputs_intact(self, shape: int) -> str:
+        """"" (or what changed) after the candidate's call: the shared buffers against the
+        same inputs drawn again from the seed. No copy of them is kept (6.4 GB for a 4096 x
+        393216 fp32 softmax: that copy was what an 80 GB GPU lacked), and the draw is
+        deterministic in (specs, seed, distribution), as the references already rely on."""
         import torch
 
-        for k, (b, own) in enumerate(zip(self.buffers[shape], self.private[shape], strict=True)):
+        if shape not in self.current:
+            return "no inputs were prepared for this call"
+        seed, dist, vary = self.current[shape]
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
+        fresh = generate(specs, seed=seed, distribution=dist, device=self.device,
+                         vary_scalars=vary)
+        for k, (b, own) in enumerate(zip(self.buffers[shape], fresh, strict=True)):
             if isinstance(b, torch.Tensor) and not torch.equal(b, own):
                 return f"forward modified input {k} in place"
         return ""
@@ -510,27 +523,36 @@ class Reference:
 
     def compare_kept(self, *, slot: int, shape: int, seed: int, dist: str,
                      vary: bool = False) -> dict[str, Any]:
+        import torch
+
         outs = self.slots.pop(slot, None)
         if outs is None:
             return {"passed": False, "verdict": "wrong", "reason": "nothing was kept in that slot"}
-        return self.compare_tensors(shape, seed, dist, outs, vary and self.vary_scalars)
+        try:
+            return self.compare_tensors(shape, seed, dist, outs, vary and self.vary_scalars)
+        except torch.OutOfMemoryError:
+            del outs
+            return _out_of_memory()
 
     def references(self, idx: int, seed: int, dist: str,
                    vary: bool = False) -> tuple[list[Any], list[Any]]:
         import torch
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
-        inputs = generate(specs, seed=seed, distribution=dist, device=self.device,
-                          vary_scalars=vary)
+
+        def draw() -> list[Any]:
+            return generate(specs, seed=seed, distribution=dist, device=self.device,
+                            vary_scalars=vary)
+
         model = self.models[idx]
-        # the float64 inputs before the native call: a forward that changes its inputs in
-        # place (``x.mul_(2)``) would otherwise give the float64 pass changed inputs
-        in64 = [x.to(torch.float64, copy=True)
-                if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        # The float64 pass first, on inputs of its own, then the native pass on a fresh
+        # draw: a forward that changes its inputs in place (``x.mul_(2)``) changes neither
+        # pass's inputs for the other, and no input copy is held beside the other pass's
+        # (the peak is the float64 inputs and outputs, 24 GiB for a 4096 x 393216 softmax;
+        # it was 48 with both passes' inputs alive).
+        in64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                else x for x in draw()]
         with torch.no_grad():
-            native = flatten_outputs(model(*inputs))
-            del inputs  # one copy of the inputs fewer during the float64 pass (6.4 GB of a
-            # 4096 x 393216 fp32 softmax's; outputs aliasing them keep them)
             if idx not in self.models64:
                 m64 = copy.deepcopy(model).double()
                 for earlier in self.models64.values():
@@ -543,9 +565,14 @@ class Reference:
                 del in64  # perhaps changed in place before the op that raised: afresh
                 m32 = copy.deepcopy(model).float()
                 in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                        for x in generate(specs, seed=seed, distribution=dist,
-                                          device=self.device, vary_scalars=vary)]
+                        for x in draw()]
                 ref64 = flatten_outputs(m32(*in32))
+                del in32
+            else:
+                del in64
+            inputs = draw()
+            native = flatten_outputs(model(*inputs))
+            del inputs  # outputs aliasing them keep them
         return ref64, native
 
     def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any],
@@ -632,6 +659,39 @@ class Reference:
         for p in self._allocs:
             rt.cudaFree(p)
         self._allocs.clear()
+
+
+def comparison_bytes(shape: dict[str, Any]) -> int:
+    """GPU bytes :meth:`Reference.references` holds at its peak for one shape: the float64
+    inputs and outputs during the float64 pass, or the float64 outputs beside the native
+    inputs and outputs during the native one (float tensors widened to 8 bytes a value)."""
+    def native_and_wide(shape: Sequence[int], dtype: str) -> tuple[int, int]:
+        n = math.prod(shape)
+        return n * itemsize(dtype), n * (8 if dtype in FLOAT_DTYPES else itemsize(dtype))
+
+    ins = [native_and_wide(d["shape"], d["dtype"]) for d in shape["specs"]
+           if d.get("kind") == "tensor"]
+    outs = [native_and_wide(o["shape"], o["dtype"]) for o in shape.get("outputs", [])
+            if "shape" in o]
+    in_native, in64 = sum(a for a, _ in ins), sum(b for _, b in ins)
+    out_native, out64 = sum(a for a, _ in outs), sum(b for _, b in outs)
+    return max(in64 + out64, out64 + in_native + out_native)
+
+
+def keep_slots(free: int, shapes: Sequence[dict[str, Any]]) -> int:
+    """How many copies of the main shape's outputs the reference worker keeps for the
+    comparisons after the last timed call (pure).
+
+    ``free`` is the GPU memory free once the shared input buffers are allocated. Set aside
+    first: a comparison's peak (:func:`comparison_bytes`), the candidate's output with its
+    prefill blocks (four outputs), the first call's copy held for the ghost, a margin. Half
+    of the rest, and at most a quarter of ``free``, holds slots; never fewer than one, so
+    that some timed call is always checked (a task that leaves no room for one copy ends
+    ``oom`` rather than unchecked)."""
+    biggest = max([int(s["output_bytes"]) for s in shapes] + [1])
+    work = max([comparison_bytes(s) for s in shapes] + [0])
+    spare = free - work - 5 * biggest - _SLOT_MARGIN_BYTES
+    return max(1, min(int(free * _SLOT_FRACTION // biggest), int(max(spare, 0) // 2 // biggest)))
 
 
 def _out_of_memory() -> dict[str, Any]:

@@ -4,14 +4,19 @@ native one (the task's own dtype) and the float64 one candidates are judged agai
 - The float64 inputs are taken before the native call. A forward that changes its input in
   place (``x.mul_(2)``) gave the float64 pass the changed input before, so its reference was
   4x where the task computes 2x and a correct candidate was ``wrong``.
-- The native inputs are let go before the float64 pass: one copy fewer in GPU memory (6.4 GB
-  of KernelBench L1 23's 4096 x 393216 fp32 softmax, which ran an 80 GB H100 out of memory).
+- The two passes never hold each other's inputs: the native inputs are let go before the
+  float64 pass, and since the twenty-third session the float64 pass runs first and its inputs
+  are let go before the native call. No copy of the shared input buffers is kept either: the
+  check that a candidate left them alone draws them again from the seed. Each was 6 GiB of
+  KernelBench L1 23's 4096 x 393216 fp32 softmax, which an 80 GB H100 could not hold (the
+  reference worker peaked at 48 GiB there beside the candidate's 19 to 31 GiB).
 
 Run on the CPU here: the same code runs on the GPU with ``device="cuda"``.
 """
 
 from __future__ import annotations
 
+import gc
 import weakref
 from pathlib import Path
 
@@ -97,3 +102,81 @@ def test_an_op_without_float64_falls_back_to_fresh_float32_inputs(tmp_path):
     (x,) = _inputs(ref, 11)
     assert ref64[0].dtype == torch.float32
     assert torch.equal(native[0], 2 * x) and torch.equal(ref64[0], 2 * x)
+
+
+def _live(dtype: torch.dtype, shape: torch.Size) -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects()
+               if isinstance(o, torch.Tensor) and o.dtype == dtype and o.shape == shape)
+
+
+def test_no_float64_input_is_alive_during_the_native_call(tmp_path):
+    # the forward reduces, so the float64 output (kept for the comparison) has another shape
+    ref = _reference(tmp_path, "x = x.sum(dim=0)")
+    float64_inputs_at_native: list[int] = []
+    ref.mod.CHECK = lambda x: float64_inputs_at_native.append(
+        _live(torch.float64, x.shape)) if x.dtype == torch.float32 else None
+    ref64, native = ref.references(0, seed=5, dist="randn")
+    assert float64_inputs_at_native == [0]
+    assert torch.allclose(ref64[0], native[0].double())
+
+
+def test_the_input_check_draws_the_inputs_again_and_keeps_no_copy(tmp_path):
+    ref = _reference(tmp_path)
+    (x,) = _inputs(ref, 0)
+    ref.buffers[0] = [torch.empty_like(x)]  # on the GPU, the dedicated shared allocation
+    ref.prepare(0, seed=9, dist="randn")
+    (want,) = _inputs(ref, 9)
+    assert torch.equal(ref.buffers[0][0], want)
+    del want
+    assert _live(torch.float32, x.shape) == 2  # the buffer and x: no copy of the inputs
+    assert ref._inputs_intact(0) == ""
+    ref.buffers[0][0][2, 3] += 1.0  # what a candidate writing into its input does
+    assert ref._inputs_intact(0) == "forward modified input 0 in place"
+    ref.prepare(0, seed=10, dist="randn")
+    assert ref._inputs_intact(0) == ""
+
+
+def test_an_input_check_before_any_inputs_is_refused(tmp_path):
+    ref = _reference(tmp_path)
+    assert ref._inputs_intact(0) == "no inputs were prepared for this call"
+
+
+GiB = 2**30
+SOFTMAX = {  # KernelBench L1 23's shape: 4096 x 393216 fp32 in and out, 6 GiB each
+    "specs": [{"kind": "tensor", "shape": [4096, 393216], "dtype": "float32"}],
+    "outputs": [{"dtype": "float32", "shape": [4096, 393216]}], "output_bytes": 6 * GiB}
+
+
+def test_a_comparison_s_peak_is_the_float64_pass():
+    assert refworker.comparison_bytes(SOFTMAX) == 24 * GiB
+    bf16 = {"specs": [{"kind": "tensor", "shape": [1024, 1024], "dtype": "bfloat16"},
+                      {"kind": "tensor", "shape": [1024], "dtype": "int64"},
+                      {"kind": "value", "value": 0.5}],
+            "outputs": [{"dtype": "bfloat16", "shape": [1024, 1024]}, {"value": True}]}
+    # float64 inputs (8 MiB + the int64 tensor as it is) and the float64 output (8 MiB)
+    assert refworker.comparison_bytes(bf16) == 16 * 2**20 + 8 * 1024
+
+
+def test_kept_copies_leave_room_for_the_comparison_and_the_candidate():
+    # an H100 with the softmax's input buffer allocated: 72 GiB free. A quarter of it held
+    # two copies: beside the comparison's 24 GiB and the candidate's 31 the GPU ran out
+    assert refworker.keep_slots(72 * GiB, [SOFTMAX]) == 1
+    assert refworker.keep_slots(130 * GiB, [SOFTMAX]) == 5  # an H200
+    assert refworker.keep_slots(8 * GiB, [SOFTMAX]) == 1  # never none: some timed call checked
+    small = dict(SOFTMAX, output_bytes=64 * 2**20, specs=[
+        {"kind": "tensor", "shape": [4096, 4096], "dtype": "float32"}],
+        outputs=[{"dtype": "float32", "shape": [4096, 4096]}])
+    assert refworker.keep_slots(72 * GiB, [small]) == 72 * GiB // 4 // (64 * 2**20)
+
+
+def test_a_kept_comparison_out_of_memory_is_an_oom_verdict(tmp_path, monkeypatch):
+    ref = _reference(tmp_path)
+    ref.slots[0] = [torch.zeros(6, 5)]
+
+    def no_memory(*a, **kw):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(ref, "compare_tensors", no_memory)
+    r = ref.compare_kept(slot=0, shape=0, seed=1, dist="randn")
+    assert r["verdict"] == "oom" and not r["passed"] and 0 not in ref.slots
