@@ -327,6 +327,8 @@ class CandidateRun:
         elif c.keep:
             mode, slot = "keep", len(self.slot_of)
             self.slot_of[c.k] = slot
+        elif c.check:
+            mode, slot = "compare", None
         else:
             mode, slot = "discard", None
         t_cmp = time.monotonic()
@@ -337,6 +339,8 @@ class CandidateRun:
             f.ghost_result = r
         elif c.compare_now:
             f.trial_results.append((c.label, r))
+        elif c.check:
+            f.timed_results.append((c.k, r))
         elif not r.get("passed"):
             f.handoff_failure = (c.label, r)
 

@@ -685,13 +685,13 @@ def keep_slots(free: int, shapes: Sequence[dict[str, Any]]) -> int:
     ``free`` is the GPU memory free once the shared input buffers are allocated. Set aside
     first: a comparison's peak (:func:`comparison_bytes`), the candidate's output with its
     prefill blocks (four outputs), the first call's copy held for the ghost, a margin. Half
-    of the rest, and at most a quarter of ``free``, holds slots; never fewer than one, so
-    that some timed call is always checked (a task that leaves no room for one copy ends
-    ``oom`` rather than unchecked)."""
+    of the rest, and at most a quarter of ``free``, holds slots. The calls drawn for a check
+    that find no slot are compared right after their call (``plan.Call.check``), so fewer
+    slots check no fewer calls."""
     biggest = max([int(s["output_bytes"]) for s in shapes] + [1])
     work = max([comparison_bytes(s) for s in shapes] + [0])
     spare = free - work - 5 * biggest - _SLOT_MARGIN_BYTES
-    return max(1, min(int(free * _SLOT_FRACTION // biggest), int(max(spare, 0) // 2 // biggest)))
+    return min(int(free * _SLOT_FRACTION // biggest), int(max(spare, 0) // 2 // biggest))
 
 
 def _out_of_memory() -> dict[str, Any]:

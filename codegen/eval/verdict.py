@@ -222,8 +222,10 @@ def _benchmark(f: RunFacts) -> Decision:
         return Decision(Stage.VERIFY, Verdict.CORRECT, "verified (benchmark skipped)")
     for i, r in f.timed_results:
         if not r.get("passed"):
-            return Decision(Stage.BENCHMARK, Verdict.WRONG,
-                            f"timed call {i} returned a wrong result: {r.get('reason') or r.get('error')}")
+            v = Verdict(r.get("verdict") or "wrong")  # the reference worker's (oom, say)
+            what = "returned a wrong result" if v == Verdict.WRONG else f"ended {v.value}"
+            return Decision(Stage.BENCHMARK, v,
+                            f"timed call {i} {what}: {r.get('reason') or r.get('error')}")
     a = f.activity
     assert a is not None
     samples: list[float] = []

@@ -248,6 +248,12 @@ def test_wrong_trial_and_determinism_trial():
 def test_timed_outputs_rechecked():
     d = decide(_facts(timed_results=[(29, {"passed": False, "reason": "mismatch"})]))
     assert d.verdict == Verdict.WRONG and "timed call 29" in d.message
+    # the reference worker's own verdict stands (it was "wrong" whatever it said): a GPU out
+    # of memory while it compared is no wrong kernel, a changed input is what it is
+    for said, v in (("oom", Verdict.OOM), ("input_modified", Verdict.INPUT_MODIFIED),
+                    ("aliased_output", Verdict.ALIASED_OUTPUT)):
+        d = decide(_facts(timed_results=[(7, {"passed": False, "verdict": said, "reason": "x"})]))
+        assert d.verdict == v and d.message.startswith(f"timed call 7 ended {said}")
 
 
 def test_timeouts_and_errors():
