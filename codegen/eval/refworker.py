@@ -450,8 +450,8 @@ class Reference:
         return outs, "", ""
 
     def _inputs_intact(self, shape: int) -> str:
-        """"" (or what changed) after the candidate's call: the shared buffers against the
-        same inputs drawn again from the seed. No copy of them is kept (6.4 GB for a 4096 x
+        """What the candidate's call changed in its inputs ("" for nothing): the shared
+        buffers against the same inputs drawn again from the seed. No copy of them is kept (6.4 GB for a 4096 x
         393216 fp32 softmax: that copy was what an 80 GB GPU lacked), and the draw is
         deterministic in (specs, seed, distribution), as the references already rely on."""
         import torch
