@@ -52,6 +52,7 @@ from cutegen.codegen.families.ops import POINTWISE_OPS, POOL_OPS, ROW_OPS, SCAN_
 from cutegen.codegen.families.plan import Chain, NotCovered, Plan, Recognition
 from cutegen.codegen.families.pooling import pool_plan
 from cutegen.codegen.families.pw_view import view_dims
+from cutegen.codegen.families.ranges import settle_dropouts
 from cutegen.codegen.families.reductions import REDUCTIONS, reduction_plan
 from cutegen.codegen.inputs import itemsize
 from cutegen.codegen.tasks import Task
@@ -455,6 +456,7 @@ def _anchor_params(m: Matcher, a: Node, op: str, x: Node, frame: tuple[int, ...]
 
 def recognize(cap: Captured) -> Recognition:
     """Match a captured forward to a family (see the module docstring)."""
+    cap = replace(cap, nodes=settle_dropouts(cap.nodes))  # a dropout of zeros: the identity
     try:
         plan = _match(cap)
     except NotCoveredError as e:

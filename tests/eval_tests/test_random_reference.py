@@ -1,5 +1,6 @@
-"""A reference whose output is random can check no candidate (KernelBench level 2 has two:
-``nn.Dropout(p=0.2)`` in training mode after a Linear and after a GroupNorm). The reference
+"""A reference whose output is random can check no candidate (KernelBench level 2's
+``nn.Dropout(p=0.2)`` in training mode after a Linear; the one after a GroupNorm, min and
+clamp sees only zeros and is the identity there, ``families/ranges.py``). The reference
 worker calls it twice on the same inputs when it loads the task and stops with a task error
 that says so (before 2026-12-05 it loaded such a task, and every candidate an LLM wrote for it
 could only have been compared with another random draw and called wrong)."""
