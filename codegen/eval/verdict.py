@@ -238,7 +238,9 @@ def _benchmark(f: RunFacts) -> Decision:
         return Decision(Stage.BENCHMARK, Verdict.CRASH, f"no timed call completed ({f.exit_desc})")
     med = statistics.median(samples)
     details = [f"time: span of the call's GPU work from the observer's records, median of "
-               f"{len(samples)} calls"]
+               f"{len(samples)} calls",
+               f"outputs of {len(f.timed_results)} warm-up and timed calls compared with the "
+               f"reference (drawn in the parent before the first call)"]
     bad = []
     for k in f.timed_ks:
         ev, span = f.events_us.get(k), a.calls[k].span_us

@@ -131,6 +131,10 @@ def test_honest_run_is_correct_with_the_observer_time():
     d = decide(_facts())
     assert d.verdict == Verdict.CORRECT and d.stage == Stage.BENCHMARK
     assert len(d.samples) == 30 and d.samples[0] == pytest.approx(100.0)
+    checked = [(k, {"passed": True}) for k in (5, 9, 20)]
+    d = decide(_facts(timed_results=checked))
+    assert d.verdict == Verdict.CORRECT
+    assert "outputs of 3 warm-up and timed calls compared" in " ".join(d.details)
 
 
 def test_torch_doing_the_work_in_one_call_is_a_library_call():
