@@ -403,13 +403,18 @@ class Reference:
             self.buffers[idx] = bufs
             sh["inputs"] = descs
 
+    def _draw(self, shape: int, seed: int, dist: str, vary: bool) -> list[Any]:
+        """One call's inputs of ``shape``, drawn from its seed (the same every time)."""
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
+        return generate(specs, seed=seed, distribution=dist, device=self.device,
+                        vary_scalars=vary)
+
     def prepare(self, shape: int, seed: int, dist: str, vary: bool = False) -> dict[str, Any]:
         import torch
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
         vary = vary and self.vary_scalars
-        fresh = generate(specs, seed=seed, distribution=dist, device=self.device,
-                         vary_scalars=vary)
+        fresh = self._draw(shape, seed, dist, vary)
         scalars = {k: v for k, (sp, v) in enumerate(zip(specs, fresh, strict=True))
                    if sp.kind == "value"}
         for dst, src in zip(self.buffers[shape], fresh, strict=True):
@@ -458,10 +463,7 @@ class Reference:
 
         if shape not in self.current:
             return "no inputs were prepared for this call"
-        seed, dist, vary = self.current[shape]
-        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
-        fresh = generate(specs, seed=seed, distribution=dist, device=self.device,
-                         vary_scalars=vary)
+        fresh = self._draw(shape, *self.current[shape])
         for k, (b, own) in enumerate(zip(self.buffers[shape], fresh, strict=True)):
             if isinstance(b, torch.Tensor) and not torch.equal(b, own):
                 return f"forward modified input {k} in place"
@@ -538,11 +540,8 @@ class Reference:
                    vary: bool = False) -> tuple[list[Any], list[Any]]:
         import torch
 
-        specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
-
         def draw() -> list[Any]:
-            return generate(specs, seed=seed, distribution=dist, device=self.device,
-                            vary_scalars=vary)
+            return self._draw(idx, seed, dist, vary)
 
         model = self.models[idx]
         # The float64 pass first, on inputs of its own, then the native pass on a fresh
