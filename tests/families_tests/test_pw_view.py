@@ -4,7 +4,7 @@ short (``codegen/families/pw_view.py``).
 BatchNorm in eval mode on a (B, C, 128, 128) bf16 tensor is a pointwise kernel with four
 per-channel operands. With rows of the last dim alone (128 values: 16 accesses of 8) its CTAs
 were one warp with half the lanes idle; on the H200 it reached 71% of the copy bandwidth
-(BENCHMARKS.md, issue 19's kinds) where the family's other kernels reach 87-109%. Its rows are
+(BENCHMARKS.md of 99581e0, issue 19's kinds) where the family's other kernels reach 87-109%. Its rows are
 now H x W, the per-channel operands one value per (b, c) row. The candidate's forward is run
 here on the CPU with the kernel launch emulated in torch (each row operand gathered with the
 candidate's own ``_row_at`` / ``_rowmap``), at the main shape and every VERIFY_SHAPES entry.
