@@ -25,6 +25,7 @@ import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Kernels that only fill memory (torch's fill / zero kernels): benign, not "foreign work",
 #: when a module outside the DSL defines them (they can compute nothing).
@@ -108,6 +109,22 @@ class Window:
     t0_ns: int  # "call" sent
     t1_ns: int  # "done" received
     harness_memsets: tuple[int, ...] = ()  # byte sizes, in order (prefill blocks, flush)
+
+
+#: The most free-block memsets a worker may say it ran before a call (its ``POISON_LIMIT``).
+MAX_POISONED = 1024
+
+
+def poisoned_sizes(claim: Any) -> tuple[int, ...]:
+    """The byte sizes of the free-block memsets the worker says it ran before a call's
+    prefill, as leading harness memsets of its window. A claim, so bounded: anything but a
+    list of at most :data:`MAX_POISONED` positive ints is taken as none, and then the
+    memsets it did run are not the harness's and the call shows a bypassed harness."""
+    if not isinstance(claim, list) or len(claim) > MAX_POISONED:
+        return ()
+    if not all(type(n) is int and 0 < n < 1 << 48 for n in claim):
+        return ()
+    return tuple(claim)
 
 
 @dataclass(frozen=True, slots=True)

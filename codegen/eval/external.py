@@ -36,6 +36,7 @@ class ExternalTime:
     calls: int = 0
     foreign: tuple[str, ...] = ()
     error: str = ""
+    kernels: int = 1  # kernel launches per call
 
 
 def per_call_us(durations_ns: list[tuple[str, float]], calls: int) -> list[float]:
@@ -82,4 +83,5 @@ def external_kernel_time(ev: LocalEvaluator, cand: CandidateSource, *,
         return ExternalTime("ncu", error=f"ncu saw {len(rows)} kernel launches for {CALLS} calls")
     foreign = tuple(sorted({n for n, _ in rows if not n.startswith("kernel_cutlass")}))
     shutil.rmtree(base, ignore_errors=True)
-    return ExternalTime("ncu", statistics.median(times), CALLS, foreign)
+    return ExternalTime("ncu", statistics.median(times), CALLS, foreign,
+                        kernels=len(rows) // CALLS)

@@ -8,7 +8,8 @@ a job, so a spare worker can be warmed up while another candidate runs. Then, fo
 2. install the DSL hook, lock the process down (:mod:`.sandbox`: seccomp, audit hook) and
    import the candidate;
 3. on ``init``, build ``ModelNew`` for every shape and load the reference's parameters;
-4. on each ``call``: prefill freed memory and flush the L2 with memsets, run ``forward``
+4. on each ``call``: fill every free block of the caching allocator and the prefill blocks
+   with the call's byte, flush the L2 with memsets, run ``forward``
    between two CUDA events, synchronise the device and hand the outputs back as IPC
    descriptors; on ``end``, report what the DSL compiled and exit.
 
@@ -33,11 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from cutegen.codegen.eval import framing
+from cutegen.codegen.eval.activity import MAX_POISONED
 from cutegen.codegen.eval.ipc import flatten_outputs
 from cutegen.codegen.inputs import ArgSpec, empty_like_specs
 
 _CUDA_ERROR_MARKERS = ("CUDA error", "cudaError", "illegal memory access", "CUDA_ERROR",
                        "unspecified launch failure", "misaligned address", "an illegal instruction")
+
+
+def free_blocks(segments: list[dict[str, Any]], limit: int = MAX_POISONED) -> list[tuple[int, int]]:
+    """``(address, size)`` of the free blocks in a ``torch.cuda.memory_snapshot()``, in its
+    default pool (a CUDA graph's private pool is left alone): the ``limit`` largest, in
+    address order."""
+    free = [(int(b["address"]), int(b["size"]))
+            for seg in segments if tuple(seg.get("segment_pool_id") or (0, 0)) == (0, 0)
+            for b in seg.get("blocks", ())
+            if b.get("state") == "inactive" and int(b.get("size", 0)) > 0]
+    free = sorted(free, key=lambda ab: -ab[1])[:max(0, limit)]
+    return sorted(free)
 
 
 class _Reporter:
@@ -134,10 +148,19 @@ class _GpuJob:
 
         k, idx = int(cmd["k"]), int(cmd["shape"])
         stream = torch.cuda.current_stream().cuda_stream
+        pattern = int(cmd["pattern"])
+        # Freed memory reads as garbage (C1 stale outputs, B8 determinism, the ghost call):
+        # first every block the caching allocator holds free, so that no tensor forward
+        # allocates still holds an earlier call's values (a constant output would survive a
+        # ghost call there), then the prefill blocks the parent asked for, in its sizes.
+        poisoned = []
+        for addr, size in free_blocks(torch.cuda.memory_snapshot()):
+            rt.cudaMemsetAsync(addr, pattern, size, stream)
+            poisoned.append(size)
         blocks = [torch.empty(max(1, int(n)), dtype=torch.uint8, device="cuda")
                   for n in cmd.get("prefill", [])]
-        for b in blocks:  # freed memory reads as garbage: C1 stale outputs, B8 determinism
-            rt.cudaMemsetAsync(b.data_ptr(), int(cmd["pattern"]), b.numel(), stream)
+        for b in blocks:
+            rt.cudaMemsetAsync(b.data_ptr(), pattern, b.numel(), stream)
         del blocks
         rt.cudaMemsetAsync(self.flush.data_ptr(), 0, self.flush.numel(), stream)  # L2 flush
         args = list(self.inputs[idx])
@@ -156,7 +179,8 @@ class _GpuJob:
         torch.cuda.synchronize()
         self.rep.set_phase("handoff", k=k)
         descs = [self._describe(o) for o in flatten_outputs(out)]
-        self.rep.send("done", k=k, outputs=descs, event_us=start.elapsed_time(end) * 1000.0)
+        self.rep.send("done", k=k, outputs=descs, event_us=start.elapsed_time(end) * 1000.0,
+                      poisoned=poisoned)
         del out
 
     def _describe(self, o: Any) -> dict[str, Any]:

@@ -250,6 +250,37 @@ def test_attack_is_rejected_and_next_candidate_passes(name, shared_eval, make_ca
 
 
 @pytest.mark.gpu
+def test_a_constant_output_computed_by_the_kernels_is_no_decoy(make_candidate, tmp_path):
+    """y = x * 0.0 through two kernels (an intermediate, then the output): the output is
+    all zeros on every call, so a ghost call (launches off) whose output block still held
+    the previous call's zeros read as unchanged, and an honest candidate was called a
+    decoy (KernelBench L2 83 on an H100, 2026-12-05). Every free block is now filled first."""
+    from pathlib import Path
+
+    from cutegen.codegen.tasks import load_task_file
+
+    task = load_task_file(Path(__file__).resolve().parents[1] / "data" / "tasks" / "times_zero.py")
+    with _ev(task, tmp_path) as ev:
+        e = ev.evaluate(make_candidate("two kernels", kernel_store="tO[i] = tX[i] * 0.0", forward="""
+            tmp = torch.empty_like(x)
+            run_kernel(x, tmp)
+            out = torch.empty_like(x)
+            run_kernel(tmp, out)
+            return out
+        """))
+        if e.verdict != V.CORRECT:
+            pytest.fail(_explain("two kernels", e))
+        # ... while zeros made by torch beside a kernel that computes nothing still are
+        d = ev.evaluate(make_candidate("zeros", kernel_store="tO[i] = tX[i] * 0.0", forward="""
+            scratch = torch.empty_like(x)
+            run_kernel(x, scratch)
+            return torch.zeros_like(x)
+        """))
+        if d.verdict != V.DECOY:
+            pytest.fail(_explain("zeros", d))
+
+
+@pytest.mark.gpu
 def test_a3_device_hang_is_killed_and_gpu_released(scale_shift_task, make_candidate, tmp_path):
     with _ev(scale_shift_task, tmp_path, run_timeout_s=20.0) as ev:
         t0 = time.monotonic()
@@ -268,11 +299,17 @@ def test_d2_l2_flush_makes_a_cached_kernel_slower():
     # 16 MB read, nothing written back: fits the 50 MB L2 (an H100's; an H200's is 60). A
     # x.mul(2.0) writing 16 MB as well failed on an H100 (15.8 vs 13.2 us, the 1.2x needed
     # missed by 0.3 %): the write-back of the last call's output costs the warm call too.
+    # Cold and warm calls interleave and the lower quartiles are compared: with the suite
+    # at -n 2, another test's GPU work made the warm median (17.5 us) slower than the cold
+    # (16.8) on an H100 when all cold calls ran first; contention only adds time.
     x = torch.randn(4 * 2**20, device="cuda")
     timer = Timer(flush_mb=256)
-    cold = timer.time_calls(lambda: x.sum(), warmup=3, runs=50, flush=True)
-    warm = timer.time_calls(lambda: x.sum(), warmup=3, runs=50, flush=False)
-    assert sorted(cold)[25] > 1.2 * sorted(warm)[25]
+    cold: list[float] = []
+    warm: list[float] = []
+    for _ in range(10):
+        cold += timer.time_calls(lambda: x.sum(), warmup=1, runs=5, flush=True)
+        warm += timer.time_calls(lambda: x.sum(), warmup=3, runs=5, flush=False)
+    assert sorted(cold)[12] > 1.2 * sorted(warm)[12], (sorted(cold), sorted(warm))
 
 
 @pytest.mark.gpu
@@ -301,8 +338,9 @@ def test_fixtures_compile_for_sm90a(scale_shift_task, make_candidate, tmp_path):
 @pytest.mark.tool("ncu")
 def test_external_retime_agrees_with_the_observer(scale_shift_task, make_candidate, tmp_path):
     """The check from outside the process: Nsight Compute's kernel time per call is the
-    observer's summed GPU time of the call, within the policy's 10% (or 2 µs)."""
+    observer's summed GPU time of the call, as the policy (``external_agrees``) reads it."""
     from cutegen.codegen.eval.external import external_kernel_time
+    from cutegen.codegen.eval.verdict import external_agrees
 
     with _ev(scale_shift_task, tmp_path) as ev:
         good = make_candidate("good")
@@ -311,5 +349,4 @@ def test_external_retime_agrees_with_the_observer(scale_shift_task, make_candida
         got = external_kernel_time(ev, good)
     assert not got.error, got.error
     assert not got.foreign, got.foreign
-    assert abs(got.median_us - e.timing.median_us) <= max(2.0, 0.10 * e.timing.median_us), (
-        got, e.timing.median_us)
+    assert external_agrees(got.median_us, e.busy_us, got.kernels), (got, e.busy_us)

@@ -162,3 +162,38 @@ def test_kernel_times_say_where_the_calls_gpu_work_went():
     assert rows[1][1:] == (21.0, 1.5, True)  # 22 and 20 us; 2 and 1 launches
     assert rows[2][1:] == (1.5, 0.5, False)  # not in call 1: 0 there
     assert len(kernel_times([a.calls[0], a.calls[1]], a.identity, most=1)) == 1
+
+
+def test_free_block_memsets_the_worker_names_are_the_harness_s():
+    """The worker fills the allocator's free blocks before the prefill; their sizes come in
+    its "done" message, a claim bounded by poisoned_sizes."""
+    from cutegen.codegen.eval.activity import MAX_POISONED, poisoned_sizes
+
+    assert poisoned_sizes([8 << 20, 512]) == (8 << 20, 512)
+    for bad in (None, "12", [1.5], [0], [-4], [True], [1 << 50], [1] * (MAX_POISONED + 1)):
+        assert poisoned_sizes(bad) == (), bad
+    free = (8 << 20, 512)
+    w, ops = _call(0, 0, prefill=(*free, 4096))
+    c = analyse(ops, [w], _ident(CUTE)).calls[0]
+    assert c.harness_ok and len(c.harness) == 4 and c.cute_kernels == 1
+    # the same memsets, unclaimed (a worker that says nothing): the harness looks bypassed
+    w_unclaimed = Window(0, w.t0_ns, w.t1_ns, (4096, FLUSH))
+    assert not analyse(ops, [w_unclaimed], _ident(CUTE)).calls[0].harness_ok
+
+
+def test_the_worker_fills_only_free_blocks_of_the_default_pool():
+    from cutegen.codegen.eval.worker import free_blocks
+
+    snapshot = [
+        {"address": 1000, "segment_pool_id": (0, 0), "blocks": [
+            {"address": 1000, "size": 600, "state": "active_allocated"},
+            {"address": 1600, "size": 400, "state": "inactive"},
+            {"address": 2000, "size": 100, "state": "active_awaiting_free"}]},
+        {"address": 9000, "segment_pool_id": (1, 7), "blocks": [  # a CUDA graph's pool
+            {"address": 9000, "size": 5000, "state": "inactive"}]},
+        {"address": 50000, "blocks": [{"address": 50000, "size": 3000, "state": "inactive"},
+                                      {"address": 53000, "size": 0, "state": "inactive"}]},
+    ]
+    assert free_blocks(snapshot) == [(1600, 400), (50000, 3000)]
+    assert free_blocks(snapshot, limit=1) == [(50000, 3000)]  # the largest first
+    assert free_blocks([]) == []
