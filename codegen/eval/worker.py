@@ -49,7 +49,7 @@ def free_blocks(segments: list[dict[str, Any]], limit: int = MAX_POISONED) -> li
     free = [(int(b["address"]), int(b["size"]))
             for seg in segments if tuple(seg.get("segment_pool_id") or (0, 0)) == (0, 0)
             for b in seg.get("blocks", ())
-            if b.get("state") == "inactive" and int(b.get("size", 0)) > 0]
+            if b.get("state") == "inactive" and b.get("address") and int(b.get("size", 0)) > 0]
     free = sorted(free, key=lambda ab: -ab[1])[:max(0, limit)]
     return sorted(free)
 
@@ -154,7 +154,11 @@ class _GpuJob:
         # allocates still holds an earlier call's values (a constant output would survive a
         # ghost call there), then the prefill blocks the parent asked for, in its sizes.
         poisoned = []
-        for addr, size in free_blocks(torch.cuda.memory_snapshot()):
+        try:
+            segments = torch.cuda.memory_snapshot()
+        except Exception:  # an allocator without snapshots: the prefill alone, as before
+            segments = []
+        for addr, size in free_blocks(segments):
             rt.cudaMemsetAsync(addr, pattern, size, stream)
             poisoned.append(size)
         blocks = [torch.empty(max(1, int(n)), dtype=torch.uint8, device="cuda")
