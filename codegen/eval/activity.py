@@ -108,10 +108,11 @@ class Window:
     k: int
     t0_ns: int  # "call" sent
     t1_ns: int  # "done" received
-    harness_memsets: tuple[int, ...] = ()  # byte sizes, in order (prefill blocks, flush)
+    harness_memsets: tuple[int, ...] = ()  # byte sizes, in order (free-block fills,
+    # prefill blocks, flush)
 
 
-#: The most free-block memsets a worker may say it ran before a call (its ``POISON_LIMIT``).
+#: The most free-block memsets a worker runs before a call, and may say it ran.
 MAX_POISONED = 1024
 
 

@@ -159,8 +159,8 @@ class _GpuJob:
         except Exception:  # an allocator without snapshots: the prefill alone, as before
             segments = []
         for addr, size in free_blocks(segments):
-            rt.cudaMemsetAsync(addr, pattern, size, stream)
-            poisoned.append(size)
+            if int(rt.cudaMemsetAsync(addr, pattern, size, stream)[0]) == 0:
+                poisoned.append(size)  # only the fills enqueued: the parent expects each
         blocks = [torch.empty(max(1, int(n)), dtype=torch.uint8, device="cuda")
                   for n in cmd.get("prefill", [])]
         for b in blocks:
