@@ -412,11 +412,11 @@ class Reference:
     def prepare(self, shape: int, seed: int, dist: str, vary: bool = False) -> dict[str, Any]:
         import torch
 
-        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
         vary = vary and self.vary_scalars
         fresh = self._draw(shape, seed, dist, vary)
-        scalars = {k: v for k, (sp, v) in enumerate(zip(specs, fresh, strict=True))
-                   if sp.kind == "value"}
+        scalars = {k: v for k, (sp, v) in enumerate(zip(self.shapes[shape]["specs"], fresh,
+                                                        strict=True))
+                   if sp.get("kind") == "value"}
         for dst, src in zip(self.buffers[shape], fresh, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
@@ -456,9 +456,10 @@ class Reference:
 
     def _inputs_intact(self, shape: int) -> str:
         """What the candidate's call changed in its inputs ("" for nothing): the shared
-        buffers against the same inputs drawn again from the seed. No copy of them is kept (6.4 GB for a 4096 x
-        393216 fp32 softmax: that copy was what an 80 GB GPU lacked), and the draw is
-        deterministic in (specs, seed, distribution), as the references already rely on."""
+        buffers against the same inputs drawn again from the seed. No copy of them is kept
+        (6.4 GB for a 4096 x 393216 fp32 softmax: that copy was what an 80 GB GPU lacked),
+        and the draw is deterministic in (specs, seed, distribution), as the references
+        already rely on."""
         import torch
 
         if shape not in self.current:
