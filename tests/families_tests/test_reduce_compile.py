@@ -34,7 +34,7 @@ _HIDDEN_TASKS = ("sum_dim1_fp32", "var_dim1_fp32", "argmin_dim1_bf16", "rmsnorm_
                  "mean_all_fp32", "sum_dims02_fp32", "group_norm_bf16", "batch_norm_fp32",
                  "frobenius_norm_fp32", "max_pool2d_dilated_bf16", "masked_scale_fp32",
                  "batch_norm_features_bf16",
-                 "logsumexp_rows_bf16", "cumsum_exclusive_cut_fp32")
+                 "logsumexp_rows_bf16", "cumsum_exclusive_cut_fp32", "hinge_batch_labels_fp32")
 
 
 def _build_cases() -> list[dict]:
@@ -178,3 +178,22 @@ def test_row_fp32_sums_are_compensated(name, compensated, compiled):
         per_element = k["mma"].get("FADD", 0) / max(1, _elements_loaded(k, 4 if compensated
                                                                           else 2))
         assert (per_element >= 5) if compensated else (per_element < 2), k
+
+
+def test_a_per_column_operand_of_one_value_is_spread_by_a_cute_kernel(compiled):
+    """Bug (KernelBench level 1, problem 100, on the H100): (batch,) labels times (batch, dim)
+    predictions with batch == dim are read per column; at the hidden batch of 1 they are one
+    value torch broadcasts over every column, and the candidate raised ("a per-column operand
+    has 1 elements, expected 32768"). Now a CuTe kernel spreads the value (no torch copy,
+    which the evaluator would count as work outside the candidate's kernels); the main shape
+    launches no such kernel."""
+    got = {}
+    for i, c in enumerate(CASES):
+        if c["name"] == "hinge_batch_labels_fp32":
+            res = compiled[i]
+            assert res["error"] is None, res["error"]
+            got[c["shape"]["label"]] = [n for comp in res["compiles"] for n in comp["kernels"]]
+    assert set(got) == {"512x512", "1x512", "1x4097"}, got
+    assert not any("Splat" in n for n in got["512x512"]), got
+    for label in ("1x512", "1x4097"):
+        assert any("Splat" in n for n in got[label]), got

@@ -31,6 +31,8 @@ REDUCE_EXTRA = {
     "batch_norm_eval_2d_fp32": ("pointwise", "pointwise", "sub, add, rsqrt, mul, mul, add", "-",
                                 {}),
     "scalar_mul_fp32": ("pointwise", "pointwise", "mul", "-", {}),
+    # (batch,) labels read along the columns (batch == dim), one value at batch 1
+    "hinge_batch_labels_fp32": ("row", "mean", "mul, sub, clamp", "-", {"layout": "all"}),
     "min_constant_fp32": ("pointwise", "pointwise", "minimum, sub", "-", {}),
     "batch_center_small_fp32": ("reduce_map", "mean", "-", "sub", {"layout": "two_stage"}),
     "fro_scale_bf16": ("reduce_map", "sum", "square", "sqrt, div, mul", {"layout": "all"}),
