@@ -4,11 +4,14 @@ A candidate's output ``c`` is compared with a float64 reference ``r`` (the task'
 in float64 on the same inputs) and with ``n``, the task's Model run in its own dtype. It
 passes when
 
-* NaN and ±Inf appear at exactly the positions where ``r`` has them, and
+* NaN and ±Inf appear at exactly the positions where ``r`` (rounded to the output's dtype)
+  has them, or where ``n`` has the same one (the dtype's own arithmetic left its range on
+  the way: a cumprod past fp32's largest value and back), and
 * every finite element satisfies ``|c - r| <= atol + rtol * |r|`` (the dtype's table), or
   the candidate is as accurate as the task's own reference: ``rmse(c, r) <= 2 * rmse(n, r)
   + atol / 100`` and ``max|c - r| <= 4 * max|n - r| + atol`` (inductor's fp64 rule, which
-  admits a different summation order and rejects a precision downgrade).
+  admits a different summation order and rejects a precision downgrade), measured where
+  ``n`` is finite (elsewhere the tolerance alone).
 
 Only torch is needed; the functions take tensors and return plain values.
 """
@@ -104,11 +107,12 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
     cf, rf, nf = c.reshape(-1), r.reshape(-1), n.to(r.device).reshape(-1)
     max_abs = max_rel = ref_max = 0.0
     sq = ref_sq = 0.0
-    n_fin = n_bad = 0
+    n_fin = n_bad = n_alone_bad = 0
     worst = (0.0, 0.0, 0.0)  # (diff, got, expected)
     for lo in range(0, cf.numel(), CHUNK):
         c64 = cf[lo:lo + CHUNK].to(torch.float64)
         r64 = rf[lo:lo + CHUNK].to(torch.float64)
+        nc = nf[lo:lo + CHUNK]  # in its own dtype: float64 only where compared
         # NaN / Inf must sit exactly where the float64 reference has them, with the reference
         # rounded to the output's dtype first: a value beyond that dtype's range is an Inf any
         # correct kernel of that dtype produces (a long cumprod overflowing fp32, say).
@@ -121,17 +125,30 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
             mc, mr = fn(c64), fn(r64 if name == "NaN" else r_out)
             if name != "NaN" and edge is not None:
                 mc, mr = mc & ~edge, mr & ~edge
-            if not torch.equal(mc, mr):
-                extra = int((mc & ~mr).sum().item())
-                missing = int((mr & ~mc).sum().item())
-                return Comparison(False, f"{tag}: {name} mismatch ({extra} unexpected, {missing} missing)")
-        fin = torch.isfinite(r_out)
+            # Where the task's own reference in the output's dtype has this value and the
+            # float64 one a finite value, the dtype's arithmetic left its range on the way (a
+            # cumprod of randn + 3 past fp32's largest value, then back under it through a
+            # factor near zero: found on the H100, KernelBench level 1 problem 90): the
+            # candidate may have it too.
+            extra = mc & ~mr & ~fn(nc)
+            missing = mr & ~mc
+            if bool(extra.any()) or bool(missing.any()):
+                return Comparison(False, f"{tag}: {name} mismatch ({int(extra.sum().item())} "
+                                  f"unexpected, {int(missing.sum().item())} missing)")
+        fin = torch.isfinite(r_out) & torch.isfinite(c64)
         if edge is not None:
             fin = fin & ~edge
+        # The task's own reference measures how accurate its dtype can be only where it is
+        # finite itself; elsewhere the tolerance alone decides.
+        alone = fin & ~torch.isfinite(nc)
+        if bool(alone.any()):
+            d = (c64[alone] - r64[alone]).abs()
+            n_alone_bad += int((d > atol + rtol * r64[alone].abs()).sum().item())
+            fin = fin & ~alone
         c64, r64 = c64[fin], r64[fin]
         if not c64.numel():
             continue
-        n64 = nf[lo:lo + CHUNK].to(torch.float64)[fin]
+        n64 = nc[fin].to(torch.float64)
         diff = (c64 - r64).abs()
         ndiff = (n64 - r64).abs()
         n_fin += c64.numel()
@@ -144,6 +161,10 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
         max_abs = max(max_abs, worst[0])
         max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-30)).max().item()))
         n_bad += int((diff > atol + rtol * r64.abs()).sum().item())
+    if n_alone_bad:
+        return Comparison(
+            False, f"{tag}: {n_alone_bad} elements outside atol={atol:g} rtol={rtol:g} where the "
+            f"task's own {dtype} reference is not finite", max_abs, max_rel)
     if n_fin == 0:
         return Comparison(True, "")
     rmse, ref_rmse = math.sqrt(sq / n_fin), math.sqrt(ref_sq / n_fin)

@@ -378,6 +378,36 @@ def test_overflow_of_the_output_dtype_is_an_expected_inf():
     assert "+Inf mismatch" in compare([early], [ref64], [native]).reason
 
 
+def test_an_inf_the_task_s_own_dtype_reaches_too_is_no_mismatch():
+    # found on the H100 (KernelBench level 1 problem 90, cumprod of randn + 3 over 32768
+    # columns): the product passes fp32's largest value, then a factor near zero brings it back
+    # under; the float64 reference is finite there, every fp32 scan (torch's own included)
+    # has Inf from the first overflow on, and the candidate was called wrong
+    x = torch.tensor([[1e20, 1e20, 1e-3, 2.0, 0.5]])
+    r64 = torch.cumprod(x.double(), 1)  # 1e20, 1e40, 1e37, 2e37, 1e37
+    native = torch.tensor([[1e20, float("inf"), float("inf"), float("inf"), float("inf")]])
+    assert compare([native.clone()], [r64], [native]).passed
+    # another association that stays in range is right too, within the tolerance
+    assert compare([r64.float()], [r64], [native]).passed
+    # an Inf where the task's own reference is finite is still a mismatch
+    early = torch.tensor([[float("inf"), float("inf"), 1e37, 2e37, 1e37]])
+    assert "+Inf mismatch" in compare([early], [r64], [native]).reason
+    # and the sign must be the native's
+    neg = torch.tensor([[1e20, float("inf"), -float("inf"), 2e37, 1e37]])
+    assert "-Inf mismatch" in compare([neg], [r64], [native]).reason
+
+
+def test_a_native_inf_gives_no_accuracy_allowance_elsewhere():
+    # before: where the task's own reference was Inf and the float64 one finite, its error
+    # there (Inf) made "as accurate as the task's own reference" admit any error anywhere
+    r64 = torch.tensor([1.0, 2.0, 3.0, 1e37], dtype=torch.float64)
+    native = torch.tensor([1.0, 2.0, 3.0, float("inf")])
+    far = torch.tensor([1.5, 2.0, 3.0, 1e37])
+    assert "outside atol" in compare([far], [r64], [native]).reason
+    wrong_there = torch.tensor([1.0, 2.0, 3.0, 2e37])
+    assert "not finite" in compare([wrong_there], [r64], [native]).reason
+
+
 def test_timing_summary_and_evaluation_round_trip():
     t = Timing.from_samples([5.0, 1.0, 3.0, 2.0, 4.0])
     assert t.median_us == 3.0 and t.p10_us == pytest.approx(1.4) and t.n == 5
