@@ -55,6 +55,13 @@ _KEEP_CACHED_BYTES = 4 * 2**30
 #: Without a GPU, the reference is called a second time (is it random?) only when its first
 #: call took less than this (seconds); the GPU worker checks every task.
 _CPU_REPEAT_S = 5.0
+#: Without a GPU, the reference runs on the CPU only where its inputs, its parameters and its
+#: outputs each take at most this many bytes ...
+_CPU_CHECK_BYTES = 2**28
+#: ... and its forward at most this many FLOPs (KernelBench level 1 problem 7, a 32768 x 64 by
+#: 64 x 32768 matmul, has 16 MB of inputs and a 4.3 GB output: 137 GFLOP a call, twice, and
+#: 12.7 GB of this process on a compile-only run).
+_CPU_CHECK_FLOPS = 2 * 10**10
 #: Kept copies of outputs may use at most this fraction of the free GPU memory, and at most
 #: half of what is left once the comparisons and the candidate's own use are set aside.
 _SLOT_FRACTION = 0.25
@@ -92,6 +99,30 @@ def hidden_batch(main: int) -> int:
     while p < 2 or any(p % d == 0 for d in range(2, int(p ** 0.5) + 1)):
         p += 1
     return p
+
+
+def _meta_cost(model: Any, specs: list[ArgSpec]) -> tuple[int, int] | None:
+    """(FLOPs, output bytes) of one forward of ``model`` (built on the meta device) on inputs
+    of ``specs``, counted on the meta device; None where either is beyond what the CPU check
+    runs (``_CPU_CHECK_FLOPS``, ``_CPU_CHECK_BYTES``); (0, 0) where the count fails (the CPU
+    run then says what is wrong)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        with torch.device("meta"):
+            inputs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) if s.kind == "tensor"
+                      else s.value for s in specs]
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                out = flatten_outputs(model(*inputs))
+    except Exception:  # noqa: BLE001 - a forward that fails on meta tensors: run it on the CPU
+        return 0, 0
+    nbytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
+    flops = int(counter.get_total_flops())
+    if nbytes > _CPU_CHECK_BYTES or flops > _CPU_CHECK_FLOPS:
+        return None
+    return flops, nbytes
 
 
 class Reference:
@@ -298,12 +329,13 @@ class Reference:
         skipped: list[str] = []
         for k in order:
             specs = [ArgSpec.from_dict(s) for s in self.shapes[k]["specs"]]
-            if sum(s.nbytes for s in specs) > 2**28:
+            if sum(s.nbytes for s in specs) > _CPU_CHECK_BYTES:
                 return skipped  # too large to run here; the GPU worker checks it
             try:
                 with torch.device("meta"):  # count the parameters without allocating them
                     sized = self.mod.Model(*self.shapes[k]["init_args"])
-                if sum(p.numel() * p.element_size() for p in sized.parameters()) > 2**28:
+                if sum(p.numel() * p.element_size() for p in sized.parameters()) > \
+                        _CPU_CHECK_BYTES or _meta_cost(sized, specs) is None:
                     return skipped
                 torch.manual_seed(0)
                 model = self.mod.Model(*self.shapes[k]["init_args"])

@@ -92,3 +92,42 @@ def test_an_op_the_cpu_build_lacks_for_the_dtype_is_left_to_the_gpu(tmp_path):
         pass
     info = Reference(str(path), gpu=False, scratch=tmp_path).load(hidden=True, seed_init=1)
     assert len(info["shapes"]) == 2
+
+
+MATMUL = '''import torch
+import torch.nn as nn
+
+M = {m}
+K = 8
+CPU_CALLS = []
+
+
+class Model(nn.Module):
+    def forward(self, A, B):
+        if A.device.type == "cpu":
+            CPU_CALLS.append(tuple(A.shape))
+        return torch.matmul(A, B)
+
+
+def get_inputs():
+    return [torch.rand(M, K), torch.rand(K, M)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("m,runs", [(4096, False), (512, True)])
+def test_the_cpu_check_skips_a_reference_whose_output_is_large(tmp_path, monkeypatch, m, runs):
+    """Before: only the inputs' size was bounded, so KernelBench level 1 problem 7 (16 MB of
+    inputs, a 4.3 GB output, 137 GFLOP a call) ran twice on the CPU of a compile-only run
+    (12.7 GB). The output's size and the FLOPs are now counted on the meta device first."""
+    from cutegen.codegen.eval import refworker
+
+    monkeypatch.setattr(refworker, "_CPU_CHECK_BYTES", 2**24, raising=False)  # 4096² fp32: 64 MB
+    path = tmp_path / "task.py"
+    path.write_text(MATMUL.format(m=m))
+    ref = Reference(str(path), gpu=False, scratch=tmp_path)
+    ref.load(hidden=True, seed_init=1)
+    assert bool(ref.mod.CPU_CALLS) is runs, ref.mod.CPU_CALLS
