@@ -101,28 +101,32 @@ def hidden_batch(main: int) -> int:
     return p
 
 
-def _meta_cost(model: Any, specs: list[ArgSpec]) -> tuple[int, int] | None:
+def _meta_forward(model: Any, specs: list[ArgSpec]) -> tuple[int, int]:
     """(FLOPs, output bytes) of one forward of ``model`` (built on the meta device) on inputs
-    of ``specs``, counted on the meta device; None where either is beyond what the CPU check
-    runs (``_CPU_CHECK_FLOPS``, ``_CPU_CHECK_BYTES``); (0, 0) where the count fails (the CPU
-    run then says what is wrong)."""
+    of ``specs``, counted on the meta device (FlopCounterMode: matrix products and
+    convolutions). Raises what the forward raises there."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    try:
-        with torch.device("meta"):
-            inputs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) if s.kind == "tensor"
-                      else s.value for s in specs]
-            counter = FlopCounterMode(display=False)
-            with counter, torch.no_grad():
-                out = flatten_outputs(model(*inputs))
-    except Exception:  # noqa: BLE001 - a forward that fails on meta tensors: run it on the CPU
-        return 0, 0
+    with torch.device("meta"):
+        inputs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) if s.kind == "tensor"
+                  else s.value for s in specs]
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            out = flatten_outputs(model(*inputs))
     nbytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
-    flops = int(counter.get_total_flops())
-    if nbytes > _CPU_CHECK_BYTES or flops > _CPU_CHECK_FLOPS:
-        return None
-    return flops, nbytes
+    return int(counter.get_total_flops()), nbytes
+
+
+def _too_costly_for_cpu(model: Any, specs: list[ArgSpec]) -> bool:
+    """Whether one forward's output or FLOPs are beyond what the CPU check runs
+    (``_CPU_CHECK_BYTES``, ``_CPU_CHECK_FLOPS``); False where the meta count fails (the CPU
+    run then says what is wrong)."""
+    try:
+        flops, nbytes = _meta_forward(model, specs)
+    except Exception:  # noqa: BLE001 - a forward that fails on meta tensors: run it on the CPU
+        return False
+    return nbytes > _CPU_CHECK_BYTES or flops > _CPU_CHECK_FLOPS
 
 
 class Reference:
@@ -335,7 +339,7 @@ class Reference:
                 with torch.device("meta"):  # count the parameters without allocating them
                     sized = self.mod.Model(*self.shapes[k]["init_args"])
                 if sum(p.numel() * p.element_size() for p in sized.parameters()) > \
-                        _CPU_CHECK_BYTES or _meta_cost(sized, specs) is None:
+                        _CPU_CHECK_BYTES or _too_costly_for_cpu(sized, specs):
                     return skipped
                 torch.manual_seed(0)
                 model = self.mod.Model(*self.shapes[k]["init_args"])
@@ -388,20 +392,14 @@ class Reference:
     def _count(self) -> tuple[int, int, int]:
         """FLOPs (FlopCounterMode) and minimal bytes of the main shape, on the meta device."""
         import torch
-        from torch.utils.flop_counter import FlopCounterMode
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[0]["specs"]]
         in_bytes = sum(s.nbytes for s in specs)
         try:
             with torch.device("meta"):
                 model = self.mod.Model(*self.shapes[0]["init_args"])
-                inputs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) if s.kind == "tensor"
-                          else s.value for s in specs]
-                counter = FlopCounterMode(display=False)
-                with counter, torch.no_grad():
-                    out = flatten_outputs(model(*inputs))
-            out_bytes = sum(o.numel() * o.element_size() for o in out if isinstance(o, torch.Tensor))
-            return int(counter.get_total_flops()), in_bytes, out_bytes
+            flops, out_bytes = _meta_forward(model, specs)
+            return flops, in_bytes, out_bytes
         except Exception:  # noqa: BLE001 - counting is best effort; bytes still known
             return 0, in_bytes, int(self.shapes[0]["output_bytes"])
 
