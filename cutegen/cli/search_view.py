@@ -18,6 +18,18 @@ def _speed(x: float | None) -> str:
     return f"{x:.2f}x" if x else "-"
 
 
+#: Characters of a failed evaluation's message shown on its progress line.
+WHY_CHARS = 110
+
+
+def _why(verdict: str, message: str) -> str:
+    """`` - message`` for a failed evaluation (``cutegen show`` has all of it), else ''."""
+    if verdict in ("correct", "compiled") or not message:
+        return ""
+    msg = " ".join(message.split())
+    return "  - " + (msg if len(msg) <= WHY_CHARS else msg[:WHY_CHARS - 1] + "…")
+
+
 def _iso(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
 
@@ -70,7 +82,8 @@ class Progress:
         line = (f"node {n.id:>4} d{n.depth} {n.move.description[:40]:<40} {v:<14} "
                 f"{_speed(report.evaluation.speedup_eager):>7}"
                 + (f"  {report.outcome}" if report.outcome else "")
-                + ("  [new best]" if report.best_changed else ""))
+                + ("  [new best]" if report.best_changed else "")
+                + _why(v, report.evaluation.message))
         if self._live is not None:
             self._live.console.print(line)
             self._live.update(self._footer())
@@ -87,7 +100,8 @@ def print_summary(summary: Any) -> None:
         click.echo(f"  best: node {summary.best.id}, {_speed(summary.best_speedup)} vs eager "
                    f"(cutegen show {summary.run} {summary.best.id})")
     else:
-        click.echo("  best: none yet (no correct, timed candidate)")
+        click.echo("  best: none yet (no correct, timed candidate); why each failed: "
+                   f"cutegen nodes {summary.run} --failed")
 
 
 def run_status(storage: Any, run: Any, *, detail: bool) -> dict[str, Any]:

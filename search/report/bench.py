@@ -58,6 +58,8 @@ class TaskResult:
     gpu_min_total: float = 0.0
     llm_usd: float = 0.0
     flags: tuple[str, ...] = ()
+    #: for a search without a correct kernel: the verdict and message of its first failure
+    failure: str = ""
     retimed_us: float | None = None
     busy_us: float | None = None
 
@@ -115,6 +117,23 @@ def sanity_flags(r: TaskResult, *, eval_flags: Sequence[str] = (),
     return tuple(out)
 
 
+#: Characters of a failure's message kept in the bench's table of failures.
+FAILURE_CHARS = 300
+
+
+def first_failure(storage: BaseStorage, points: Sequence[Any]) -> str:
+    """``verdict: message`` of the first evaluation of a run that was not correct (what a
+    search without a correct kernel ran into), shortened to :data:`FAILURE_CHARS`."""
+    for p in points:
+        if p.verdict in ("correct", "compiled"):
+            continue
+        ev = storage.get_evaluation(p.node_id)
+        msg = " ".join((ev.message if ev is not None else "").split())
+        text = f"{p.verdict}: {msg}" if msg else p.verdict
+        return text if len(text) <= FAILURE_CHARS else text[:FAILURE_CHARS - 1] + "…"
+    return ""
+
+
 def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
                         ceilings: Ceilings) -> TaskResult:
     """Read one task's search back from the store into a :class:`TaskResult`."""
@@ -131,7 +150,8 @@ def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
     ev = storage.get_evaluation(best.id) if best is not None else None
     if ev is None or ev.timing is None:
         status = "compiled" if verdicts.get("compiled") else "no_best"
-        return replace(base, status=status,
+        return replace(base, status=status, failure=first_failure(storage, points)
+                       if status == "no_best" else "",
                        flags=sanity_flags(base, suspicious=verdicts.get("suspicious", 0)))
     assert best is not None
     timing = ev.timing

@@ -213,6 +213,13 @@ def render_markdown(r: BenchReport) -> str:
     parts += [f"- **{t}**: {f}" for t, f in flagged] or ["None raised."]
     parts += ["", "Work on side streams, outputs reused across calls and mutated inputs are "
               "rejected for every candidate by the evaluator (they are verdicts, not flags).", ""]
+    failed = [t for t in r.tasks if t.status == "no_best" and t.failure]
+    if failed:
+        parts += ["## Why tasks have no correct kernel", "",
+                  "The first failed evaluation of each (`cutegen nodes RUN --failed` lists "
+                  "them all):", ""]
+        parts += [f"- **{t.task}**: {t.failure}" for t in failed]
+        parts.append("")
     errors = [t for t in r.tasks if t.status == "error"]
     if errors:
         parts += ["## Tasks that did not run", ""]

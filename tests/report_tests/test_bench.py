@@ -316,6 +316,30 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     assert "choose another --run-prefix" in str(again.exception)
 
 
+def test_a_task_without_a_correct_kernel_says_why(tiny_suite, tmp_path, monkeypatch):
+    """Before: the table said "no correct kernel" with verdict counts only, and a bench run on
+    a machine that is gone (KernelBench level 1 on the H100) left no way to read why."""
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator", lambda task, settings, run_dir, storage:
+                        FakeEvaluator(seed=2, failure_rate=1.0))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(tmp_path / "b.db"),
+                                    "--out", str(out), "--no-ceilings", "--run-prefix", "f1",
+                                    "--max-evals", "2", "--no-reports"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    js = json.loads((out / "bench.json").read_text())
+    failed = [t for t in js["tasks"] if t["status"] == "no_best"]
+    assert failed and all(t["failure"] for t in failed), failed
+    verdicts = {t["failure"].split(":")[0] for t in failed}
+    assert verdicts <= {"compile_error", "wrong", "crash", "timeout"}, verdicts
+    md = (out / "BENCHMARKS.md").read_text()
+    assert "## Why tasks have no correct kernel" in md
+    assert f"**{failed[0]['task']}**: {failed[0]['failure']}" in md
+    assert " - " in r.stderr  # each failed evaluation's line says why, shortened
+    assert "cutegen nodes f1-toy_bf16 --failed" in r.stderr + r.stdout
+
+
 def _statuses(out):
     js = json.loads((out / "bench.json").read_text())
     return {(t["task"], t["tier"]): (t["status"], t.get("evaluations"), t.get("error", ""))
