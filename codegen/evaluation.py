@@ -32,6 +32,13 @@ def plain_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` as plain text (:func:`plain_text`) on one line, whitespace runs as one
+    space, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(plain_text(text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
 class Stage(enum.IntEnum):
     """The stages of the pipeline, in order. An Evaluation records the last one reached."""
 

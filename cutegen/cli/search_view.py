@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from cutegen.codegen.evaluation import KernelTime, kernel_times_text
+from cutegen.codegen.evaluation import KernelTime, kernel_times_text, one_line
 
 
 def _speed(x: float | None) -> str:
@@ -22,12 +22,9 @@ def _speed(x: float | None) -> str:
 WHY_CHARS = 110
 
 
-def _why(verdict: str, message: str) -> str:
+def _why(ok: bool, message: str) -> str:
     """`` - message`` for a failed evaluation (``cutegen show`` has all of it), else ''."""
-    if verdict in ("correct", "compiled") or not message:
-        return ""
-    msg = " ".join(message.split())
-    return "  - " + (msg if len(msg) <= WHY_CHARS else msg[:WHY_CHARS - 1] + "…")
+    return "" if ok or not message else "  - " + one_line(message, WHY_CHARS)
 
 
 def _iso(t: float | None) -> str:
@@ -83,7 +80,7 @@ class Progress:
                 f"{_speed(report.evaluation.speedup_eager):>7}"
                 + (f"  {report.outcome}" if report.outcome else "")
                 + ("  [new best]" if report.best_changed else "")
-                + _why(v, report.evaluation.message))
+                + _why(report.evaluation.ok, report.evaluation.message))
         if self._live is not None:
             self._live.console.print(line)
             self._live.update(self._footer())

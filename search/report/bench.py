@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cutegen.codegen.evaluation import HOST_BOUND, host_wait
+from cutegen.codegen.evaluation import HOST_BOUND, host_wait, one_line
 from cutegen.codegen.roofline import Ceilings
 from cutegen.codegen.stats import bootstrap_ratio_ci
 from cutegen.codegen.suites import SuiteTask
@@ -125,12 +125,11 @@ def first_failure(storage: BaseStorage, points: Sequence[Any]) -> str:
     """``verdict: message`` of the first evaluation of a run that was not correct (what a
     search without a correct kernel ran into), shortened to :data:`FAILURE_CHARS`."""
     for p in points:
-        if p.verdict in ("correct", "compiled"):
-            continue
         ev = storage.get_evaluation(p.node_id)
-        msg = " ".join((ev.message if ev is not None else "").split())
-        text = f"{p.verdict}: {msg}" if msg else p.verdict
-        return text if len(text) <= FAILURE_CHARS else text[:FAILURE_CHARS - 1] + "…"
+        if ev is None or ev.ok:
+            continue
+        return one_line(f"{p.verdict}: {ev.message}" if ev.message else p.verdict,
+                        FAILURE_CHARS)
     return ""
 
 
