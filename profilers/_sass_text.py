@@ -21,6 +21,9 @@ _INSTR = re.compile(
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[^,\s]+)")
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(?P<name>\S+)")
 _REG = re.compile(r"\bR(\d{1,3})\b")
+_LABEL = re.compile(r"^\s*\.?L[\w.]*:")
+_CONTROL_OPS = frozenset(("BRA", "BRX", "JMP", "JMX", "RET", "EXIT", "CALL", "BSSY", "BSYNC",
+                          "WARPSYNC", "BAR", "BPT"))
 
 _WIDTH_TOKENS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
 _PRECISION_TOKENS = ("F64", "F32", "TF32", "BF16", "F16", "E4M3", "E5M2", "S8", "U8", "S4", "U4")
@@ -38,12 +41,16 @@ class SassKernel:
         max_register: the highest general register named (a lower bound: the second
             register of a pair is not counted), -1 when none.
         spill_annotated: instructions nvdisasm marked ``(*"SpillRefill"*)``.
+        ldg_in_flight: the most global loads a thread issues back to back before it uses
+            the value of any of them (:func:`loads_in_flight`): one for a walk whose every
+            load waits for the one before it, however far it is unrolled.
     """
 
     name: str
     opcodes: Mapping[str, int] = field(default_factory=dict)
     max_register: int = -1
     spill_annotated: int = 0
+    ldg_in_flight: int = 0
 
     @property
     def n_instructions(self) -> int:
@@ -82,6 +89,7 @@ class SassSummary:
     barriers: int
     mbarrier_ops: int
     max_register: int
+    ldg_in_flight: int = 0
 
     @property
     def tensor_core_ops(self) -> int:
@@ -107,9 +115,12 @@ def parse_sass(text: str) -> tuple[SassKernel, ...]:
     max_reg = -1
     spills = 0
 
+    lines: list[str] = []
+
     def flush() -> None:
         if ops:
-            kernels.append(SassKernel(name or "", dict(ops), max_reg, spills))
+            kernels.append(SassKernel(name or "", dict(ops), max_reg, spills,
+                                      loads_in_flight(lines)))
 
     for line in text.splitlines():
         header = _SECTION.match(line) or _FUNCTION.match(line)
@@ -117,7 +128,9 @@ def parse_sass(text: str) -> tuple[SassKernel, ...]:
             if header.group("name") != name:
                 flush()
                 name, ops, max_reg, spills = header.group("name"), Counter(), -1, 0
+                lines = []
             continue
+        lines.append(line)
         m = _INSTR.match(line)
         if not m:
             continue
@@ -128,6 +141,53 @@ def parse_sass(text: str) -> tuple[SassKernel, ...]:
             max_reg = max(max_reg, int(r))
     flush()
     return tuple(kernels)
+
+
+def _registers(operands: str, width: int = 32) -> list[int]:
+    """General registers an operand text names (``R12`` of a 128-bit access: R12..R15)."""
+    out: list[int] = []
+    for r in _REG.findall(operands):
+        out.extend(range(int(r), int(r) + max(1, width // 32)))
+    return out
+
+
+def loads_in_flight(lines: Iterable[str]) -> int:
+    """The most global loads (LDG) issued back to back before the value of any of them is
+    read, over one kernel's listing lines in order (pure; static: a bound on what a thread
+    keeps in flight that no scheduler can raise).
+
+    A run of loads ends at the first instruction that reads a register one of them writes,
+    or at a label or branch (across them the listing's order is not the execution order).
+    A longest run of 1 in an unrolled walk means each load waits for the one before it: a
+    predicated load that must keep the earlier row's value copies it first, or one row's
+    math sits between the loads."""
+    best, run = 0, 0
+    pending: set[int] = set()
+    for line in lines:
+        m = _INSTR.match(line)
+        if m is None:
+            if _LABEL.match(line):
+                best, run = max(best, run), 0
+                pending.clear()
+            continue
+        op, rest = m.group("op"), m.group("rest")
+        base = op.split(".", 1)[0]
+        if base in _CONTROL_OPS:
+            best, run = max(best, run), 0
+            pending.clear()
+            continue
+        dest, _, srcs = rest.partition(",")
+        if base.startswith(("ST", "RED")) or not srcs:  # every register named is read
+            dest, srcs = "", rest
+        if pending.intersection(_registers(srcs)):
+            best, run = max(best, run), 0
+            pending.clear()
+        if base == "LDG":
+            run += 1
+            pending.update(_registers(dest, access_bits(op)))
+        else:
+            pending.difference_update(_registers(dest))
+    return max(best, run)
 
 
 def access_bits(opcode: str) -> int:
@@ -202,4 +262,5 @@ def summarize(kernels: Iterable[SassKernel]) -> SassSummary:
         barriers=total("BAR"),
         mbarrier_ops=total("SYNCS"),
         max_register=max_reg,
+        ldg_in_flight=max((k.ldg_in_flight for k in kernels), default=0),
     )

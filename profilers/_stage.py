@@ -219,7 +219,8 @@ def hints(reports: Sequence[ProfileReport]) -> dict[str, FindingValue]:
     "shared_memory", "warps", "blocks" or "unknown"), ``hint.coalescing`` (% of fetched
     bytes used), ``hint.dram`` (% of DRAM peak), ``hint.stall`` (top stall reason),
     ``hint.tensor_pipe`` (% busy), ``hint.fuse_kernels`` (kernels per call),
-    ``hint.launch_overhead`` (host us per call), ``hint.memcpy`` (copies per call).
+    ``hint.launch_overhead`` (host us per call), ``hint.memcpy`` (copies per call),
+    ``hint.loads_in_flight`` (1: each global load waits for the one before it).
     """
     out: dict[str, FindingValue] = {}
     for r in reports:

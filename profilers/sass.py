@@ -122,6 +122,9 @@ def global_bytes(kernel: SassKernel) -> tuple[int, int]:
 #: A kernel whose narrow global accesses move at least this share of its bytes gets the
 #: vector-width hint.
 NARROW_SHARE = 0.25
+#: A main kernel with at least this many global loads in its listing, none issued before the
+#: one before it is used, gets the loads-in-flight hint.
+SERIAL_LOADS = 4
 
 
 def sass_findings(
@@ -165,6 +168,8 @@ def sass_findings(
             Finding("sass.local_loads", s.local_loads),
             Finding("sass.local_stores", s.local_stores),
             Finding("sass.barriers", s.barriers),
+            Finding("sass.ldg_in_flight", s.ldg_in_flight,
+                    f"at most {s.ldg_in_flight} global loads issued before one is used"),
         ]
         if s.mma_precisions:
             facts.append(Finding("sass.mma_precision", ",".join(s.mma_precisions),
@@ -191,6 +196,14 @@ def sass_findings(
                                 f"{local} local-memory loads/stores ({why}): cut registers per thread"
                                 " (smaller per-thread tiles, less unrolling, fewer live values)"))
         compute_task = ev is not None and ev.roofline is not None and ev.roofline.kind == "compute"
+        if (main_k is not None and not compute_task and main_k.count("LDG") >= SERIAL_LOADS
+                and main_k.ldg_in_flight == 1):
+            tips.append(Finding("hint.loads_in_flight", 1,
+                                "the main kernel issues each global load only once the one"
+                                " before it has arrived (one load in flight a thread): load an"
+                                " unrolled walk's rows into registers before using any, and"
+                                " give a predicated-off load a value (zeros) rather than the"
+                                " earlier row's, which chains each load to the one before"))
         if compute_task and s.hgmma == 0:
             used = "HMMA (mma.sync)" if s.hmma else "no tensor cores (FFMA)" if s.ffma else "no MMA"
             tips.append(Finding("hint.tensor_cores", "wgmma",

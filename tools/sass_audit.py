@@ -10,7 +10,8 @@ the candidate, from the cubin and the SASS the compile stage kept: registers, st
 local-memory loads / stores (spills), and the share of the kernel's global bytes moved by
 accesses narrower than 128 bits (``profilers.sass.global_bytes``: each static LDG / STG
 counted once). One line per task: ``ok`` with what stands out (a stack frame or local
-memory, 128 registers or more, narrow accesses carrying a quarter of the bytes or more), or
+memory, 128 registers or more, narrow accesses carrying a quarter of the bytes or more, a
+kernel whose every global load waits for the one before it: ``loads_in_flight`` 1), or
 the compile stage's verdict and message. What stands out is a lead for a person, not a fault:
 a per-row scalar read, a one-off weight pack or an odd row length no wide access divides
 are narrow by nature.
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from cutegen.profilers._cubin import parse_cubin
 from cutegen.profilers._sass_text import parse_sass, summarize
-from cutegen.profilers.sass import NARROW_SHARE, global_bytes
+from cutegen.profilers.sass import NARROW_SHARE, SERIAL_LOADS, global_bytes
 
 #: Registers per thread from which a kernel is listed (half the SM's threads at most).
 MANY_REGISTERS = 128
@@ -73,6 +74,8 @@ def _kernel_notes(run_dir: Path, artifacts: dict) -> list[str]:
             notes.append(f"{_short(k.name)}: {narrow} of {total} B narrow "
                          f"(loads {s.ldg_min_bits}-{s.ldg_max_bits} bit, "
                          f"stores {s.stg_min_bits}-{s.stg_max_bits} bit)")
+        if k.count("LDG") >= SERIAL_LOADS and k.ldg_in_flight == 1:
+            notes.append(f"{_short(k.name)}: {k.count('LDG')} loads, one in flight at a time")
         if s.local_loads + s.local_stores:
             notes.append(f"{_short(k.name)}: {s.local_loads} local loads, "
                          f"{s.local_stores} local stores")

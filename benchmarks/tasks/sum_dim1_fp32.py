@@ -8,7 +8,8 @@ dim2 = 2048
 DTYPE = torch.float32
 
 VERIFY_SHAPES = [{"batch_size": 1, "dim1": 127, "dim2": 1000}, {"batch_size": 3, "dim1": 1, "dim2": 4097},
-                 {"batch_size": 2, "dim1": 8191, "dim2": 8}]
+                 {"batch_size": 2, "dim1": 8191, "dim2": 8},
+                 {"batch_size": 2, "dim1": 64, "dim2": 4095}]  # odd C: 32-bit loads
 
 
 class Model(nn.Module):

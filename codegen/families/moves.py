@@ -21,11 +21,12 @@ profiler-guided knob changes.
 
 **Profiler hints.** ``RewriteContext.findings`` holds the parent's ``hint.*`` findings.
 :data:`HINT_RULES` matches them by key and value, never by wording (the sass profiler's
-``hint.vector_width`` and ``hint.spills``; ``hint.occupancy`` whose value is what limits it:
+``hint.vector_width``, ``hint.spills`` and ``hint.loads_in_flight``; ``hint.occupancy`` whose value is what limits it:
 "registers", "shared_memory", "warps" or "blocks"; ``hint.stall`` = "long_scoreboard";
 the timeline's ``hint.fuse_kernels`` and ``hint.launch_overhead``) and turns each into preferred moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
 ``vals_per_thread`` / ``rows_per_thread`` down for spills and register-limited occupancy,
-up (and ``unroll`` up) for long-scoreboard stalls; ``cta_threads`` up for too few warps) or
+up (and ``unroll`` / ``s_unroll`` up) for long-scoreboard stalls; ``unroll`` / ``s_unroll``
+up where one load is in flight a thread; ``cta_threads`` up for too few warps) or
 the fuse move. Those
 proposals carry ``params["hint"]`` (the finding's key) and the built-in rewriter offers them
 before other moves of the same cost. The parent's evaluation counts as a fuse hint
@@ -90,7 +91,10 @@ HINT_RULES: tuple[HintRule, ...] = (
     HintRule("hint.occupancy", ("warps", "blocks"), (("cta_threads", +1), ("threads", +1),
                                                      ("vals_per_thread", -1))),
     HintRule("hint.stall", ("long_scoreboard",),
-             (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1))),
+             (("vals_per_thread", +1), ("rows_per_thread", +1), ("unroll", +1),
+              ("s_unroll", +1))),
+    # the SASS shows one global load in flight a thread: more rows a step of the walk
+    HintRule("hint.loads_in_flight", (), (("s_unroll", +1), ("unroll", +1))),
     HintRule("hint.fuse_kernels", (), fuse=True),
     HintRule("hint.launch_overhead", (), fuse=True),  # launching costs more than the kernels
 )

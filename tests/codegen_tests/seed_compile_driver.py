@@ -16,8 +16,10 @@ temporary .py file (the DSL needs real source files), imports it, and calls
 
 The environment (``CUTE_DSL_ARCH=sm_90a``, ``CUTE_DSL_KEEP``, ``CUTE_DSL_DUMP_DIR``) is set by
 whoever starts this process. Output: ``{"cases": [{"error": str | None, "compiles": [...]}]}``
-where each compile is ``{"seconds", "kernels": {name: {"regs", "frame", "ops": {...}}}}`` and
-``ops`` counts the memory instructions of that kernel's SASS (``LDG.E.128``, ``STL`` ...).
+where each compile is ``{"seconds", "kernels": {name: {"regs", "frame", "ops": {...},
+"mma": {...}, "in_flight": n}}}``: ``ops`` counts the memory instructions of that kernel's SASS
+(``LDG.E.128``, ``STL`` ...), ``in_flight`` is the most global loads issued before one is used
+(``profilers._sass_text.loads_in_flight``).
 """
 
 import importlib.util
@@ -31,6 +33,8 @@ import traceback
 import types
 from collections import Counter
 from pathlib import Path
+
+from cutegen.profilers._sass_text import parse_sass
 
 #: SASS memory opcodes the tests look at (the width suffix is kept: LDG.E.128, LDG.E.64 ...).
 _OP_RE = re.compile(r"\b(LDG|STG|LDS|STS|LDL|STL|LD|ST|LDGSTS|ATOMG|RED)(\.[A-Z0-9_.]+)?\b")
@@ -136,10 +140,12 @@ def _patch(records: list) -> None:
         resources = cubin_resources(arts.CUBIN) if arts.CUBIN else {}
         ops = sass_ops(arts.SASS or "")
         mma = mma_ops(arts.SASS or "")
+        in_flight = {k.name: k.ldg_in_flight for k in parse_sass(arts.SASS or "")}
         kernels = {}
         for name in compiled.kernel_info:
             kernels[name] = {**resources.get(name, {}), "ops": dict(ops.get(name, {})),
-                             "mma": dict(mma.get(name, {}))}
+                             "mma": dict(mma.get(name, {})),
+                             "in_flight": in_flight.get(name, 0)}
         records.append({"seconds": round(seconds, 3), "kernels": kernels})
         return lambda *a, **k: None
 

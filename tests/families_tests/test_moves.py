@@ -139,6 +139,18 @@ def test_profiler_hints_are_offered_first(value, key, knob, direction):
         assert step.index(first.move.params["to"]) == step.index(t.value) + direction
 
 
+def test_one_load_in_flight_unrolls_a_strided_walk_first():
+    task, props = _initial("sum_dim1_fp32")
+    code = props[0].candidate.code
+    findings = (Finding("hint.loads_in_flight", 1, "any wording"),)
+    ctx = _ctx(task, CandidateSource(code), findings=findings)
+    for seed in range(3):
+        first = BuiltinRewriter().propose(ctx, n=3, cost="cheap", rng=random.Random(seed))[0]
+        assert first.move.params.get("hint") == "hint.loads_in_flight"
+        assert first.move.params["name"] == "s_unroll"
+        assert first.move.params["to"] > parse_tunables(code)["s_unroll"].value
+
+
 def test_fuse_hint_prefers_fusing():
     task, props = _initial("t/softmax_scale_bias_bf16")
     ctx = _ctx(task, props[-1].candidate, findings=(Finding("hint.fuse_kernels", 3.0, "fuse"),))

@@ -220,6 +220,72 @@ def test_vector_width_hint_looks_at_the_kernel_carrying_the_traffic():
     assert "use 128-bit vectorized copies" in hint.summary  # the phrase moves.HINT_RULES match
 
 
+_CHAINED = """
+        .section .text.walk,"ax",@progbits
+.L_x_1:
+        /*0220*/               @P0 LDG.E R10, desc[UR6][R6.64+-0x3ffc0] ;
+        /*0230*/                   IMAD.MOV.U32 R9, RZ, RZ, R10 ;
+        /*0240*/               @P0 LDG.E R9, desc[UR6][R6.64+-0x1ffe0] ;
+        /*0250*/                   FMNMX R10, R10, R11, !PT ;
+        /*0260*/                   IMAD.MOV.U32 R12, RZ, RZ, R9 ;
+        /*0270*/               @P0 LDG.E R12, desc[UR6][R6.64] ;
+        /*0280*/                   FMNMX R14, R9, R10, !PT ;
+        /*0290*/                   IMAD.MOV.U32 R13, RZ, RZ, R12 ;
+        /*02a0*/               @P0 LDG.E R13, desc[UR6][R6.64+0x1ffe0] ;
+        /*02b0*/                   FMNMX R11, R13, R14, !PT ;
+        /*02c0*/              @!P3 BRA `(.L_x_1) ;
+"""
+_BATCHED = """
+        .section .text.walk,"ax",@progbits
+.L_x_1:
+        /*0220*/                   IMAD.MOV.U32 R10, RZ, RZ, RZ ;
+        /*0250*/               @P0 LDG.E R10, desc[UR6][R6.64+-0x3ffc0] ;
+        /*0270*/                   IMAD.MOV.U32 R9, RZ, RZ, RZ ;
+        /*0290*/               @P0 LDG.E R9, desc[UR6][R6.64+-0x1ffe0] ;
+        /*02a0*/               @P0 LDG.E.64 R12, desc[UR6][R6.64] ;
+        /*02d0*/                   VIADD R8, R8, 0x20 ;
+        /*02e0*/                   FMNMX R10, R10, R11, !PT ;
+        /*02f0*/                   FMNMX R11, R10, R13, !PT ;
+        /*0300*/               @P0 LDG.E R9, desc[UR6][R6.64+0x40] ;
+        /*0340*/              @!P3 BRA `(.L_x_1) ;
+"""
+
+
+def test_loads_in_flight_counts_the_loads_issued_before_one_is_used():
+    # an unrolled walk over rows found on the CPU (KernelBench L1 49's max over dim 1, odd C):
+    # each predicated load kept the earlier row's value, a copy that waits for that load
+    (chained,) = parse_sass(_CHAINED)
+    assert chained.count("LDG") == 4 and chained.ldg_in_flight == 1
+    (batched,) = parse_sass(_BATCHED)
+    assert batched.ldg_in_flight == 3  # the first FMNMX reads R10 and ends the run
+    assert summarize([chained, batched]).ldg_in_flight == 3
+
+
+def test_a_label_or_a_store_of_a_loaded_value_ends_a_run_of_loads():
+    split = """
+        /*0010*/                   LDG.E R2, desc[UR4][R4.64] ;
+.L_x_3:
+        /*0020*/                   LDG.E R3, desc[UR4][R4.64+0x4] ;
+        /*0030*/                   LDG.E R6, desc[UR4][R4.64+0x8] ;
+        /*0040*/                   STG.E desc[UR4][R8.64], R3 ;
+        /*0050*/                   LDG.E R7, desc[UR4][R4.64+0xc] ;
+        /*0060*/                   EXIT ;
+    """
+    (k,) = parse_sass(split)
+    assert k.ldg_in_flight == 2
+
+
+def test_serial_loads_of_the_main_kernel_get_a_hint():
+    (chained,) = parse_sass(_CHAINED)
+    fs = sass_findings(summarize([chained]), (), kernels=(chained,))
+    (hint,) = [f for f in fs if f.key == "hint.loads_in_flight"]
+    assert hint.value == 1 and "one load in flight" in hint.summary
+    assert {f.key: f.value for f in fs}["sass.ldg_in_flight"] == 1
+    (batched,) = parse_sass(_BATCHED)
+    assert not [f for f in sass_findings(summarize([batched]), (), kernels=(batched,))
+                if f.key == "hint.loads_in_flight"]
+
+
 def test_profile_reads_every_kernels_sass(tmp_path):
     target = ProfileTarget("c", tmp_path, sass_path=DATA / "add_vec4_sm90a.sass",
                            sass_paths=(DATA / "add_vec4_sm90a.sass", DATA / "add_scalar_sm90a.sass"))
