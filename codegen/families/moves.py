@@ -21,8 +21,9 @@ profiler-guided knob changes.
 
 **Profiler hints.** ``RewriteContext.findings`` holds the parent's ``hint.*`` findings.
 :data:`HINT_RULES` matches them by key and value, never by wording (the sass profiler's
-``hint.vector_width``, ``hint.spills`` and ``hint.loads_in_flight``; ``hint.occupancy`` whose value is what limits it:
-"registers", "shared_memory", "warps" or "blocks"; ``hint.stall`` = "long_scoreboard";
+``hint.vector_width``, ``hint.spills`` and ``hint.loads_in_flight``; ``hint.occupancy``
+whose value is what limits it: "registers", "shared_memory", "warps" or "blocks";
+``hint.stall`` = "long_scoreboard";
 the timeline's ``hint.fuse_kernels`` and ``hint.launch_overhead``) and turns each into preferred moves: a knob stepped one allowed value up or down (``vec_bits`` up for narrow accesses;
 ``vals_per_thread`` / ``rows_per_thread`` down for spills and register-limited occupancy,
 up (and ``unroll`` / ``s_unroll`` up) for long-scoreboard stalls; ``unroll`` / ``s_unroll``
