@@ -196,7 +196,7 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
 def test_group_norm_statistics_keep_four_loads_in_flight(compiled):
     """The GroupNorm tail's statistics pass issues each step's four loads before it folds
     any (written as one unrolled loop, ptxas put the math between them: one load in flight
-    a thread, found by tools/sass_audit.py on KernelBench level 2's 17 and 19)."""
+    a thread in the fp32 tail, found by tools/sass_audit.py on KernelBench level 2's 17)."""
     seen = 0
     for index in range(len(CASES)):
         res = compiled[index]
