@@ -98,7 +98,8 @@ class SassProfiler:
         findings = sass_findings(summary, resources, target, kernels=kernels)
         (target.workdir / "sass.json").write_text(json.dumps({
             "kernels": [{"name": k.name, "instructions": k.n_instructions,
-                         "max_register": k.max_register, "opcodes": dict(k.opcodes)}
+                         "max_register": k.max_register, "ldg_in_flight": k.ldg_in_flight,
+                         "opcodes": dict(k.opcodes)}
                         for k in kernels],
             "resources": [dataclasses.asdict(r) for r in resources],
         }, indent=1, sort_keys=True))

@@ -293,8 +293,10 @@ def test_profile_reads_every_kernels_sass(tmp_path):
     assert rep.ok
     import json
 
-    names = [k["name"] for k in json.loads((tmp_path / "sass.json").read_text())["kernels"]]
+    kernels = json.loads((tmp_path / "sass.json").read_text())["kernels"]
+    names = [k["name"] for k in kernels]
     assert len(names) == 2
+    assert sorted(k["ldg_in_flight"] for k in kernels) == [2, 2]  # a + b loaded, then added
     assert rep.get("sass.ldg_min_bits") == 32 and rep.get("sass.ldg_max_bits") == 128
 
 
