@@ -143,6 +143,34 @@ def test_gemm_compiles_to_hgmma_without_spills(index, compiled):
         assert any(op.startswith("STG") for op in gemm[0]["ops"]), gemm[0]["ops"]
 
 
+@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
+@pytest.mark.slow
+def test_epilogue_operands_are_read_several_at_a_time(tmp_path):
+    """The epilogue reads the operands of 16 accumulator elements (a Linear's bias, a
+    residual) before it computes on any of them. Read element by element, each bias load of
+    the bundled bf16 Linear + Swish waited for the one before it, the Swish's math and
+    branches in between: one load in flight a thread, 64 of them a tile (found on the CPU by
+    tools/sass_audit.py). Compiled through the CLI, as a user's task is."""
+    import os
+    import subprocess
+    import sys
+
+    from cutegen.profilers._sass_text import parse_sass
+
+    task = Path(__file__).resolve().parents[2] / "benchmarks" / "tasks" / "gemm_swish_bf16.py"
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
+    done = subprocess.run([sys.executable, "-m", "cutegen", "search", str(task),
+                           "--compile-only", "--max-evals", "1", "--db", str(tmp_path / "s.db"),
+                           "--run", "swish"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    kernels = [k for f in (tmp_path / "swish" / "artifacts").glob("*/*.sass")
+               for k in parse_sass(f.read_text()) if "GemmKernel" in k.name]
+    assert kernels, done.stdout[-2000:]
+    for k in kernels:
+        assert k.count("LDG") >= 8 and k.ldg_in_flight >= 4, (k.count("LDG"), k.ldg_in_flight)
+
+
 def _pack_kernels(res: dict, cls: str) -> list[dict]:
     return [k for comp in res["compiles"] for name, k in comp["kernels"].items()
             if f"{cls}_object" in name]
