@@ -128,6 +128,12 @@ NARROW_SHARE = 0.25
 SERIAL_LOADS = 4
 
 
+def serial_loads(kernel: SassKernel) -> bool:
+    """Whether ``kernel`` issues its global loads (``SERIAL_LOADS`` or more in the listing)
+    one at a time: none before the value of the one before it is read."""
+    return kernel.count("LDG") >= SERIAL_LOADS and kernel.ldg_in_flight == 1
+
+
 def sass_findings(
     summary: SassSummary | None,
     resources: tuple[KernelResources, ...],
@@ -197,8 +203,7 @@ def sass_findings(
                                 f"{local} local-memory loads/stores ({why}): cut registers per thread"
                                 " (smaller per-thread tiles, less unrolling, fewer live values)"))
         compute_task = ev is not None and ev.roofline is not None and ev.roofline.kind == "compute"
-        if (main_k is not None and not compute_task and main_k.count("LDG") >= SERIAL_LOADS
-                and main_k.ldg_in_flight == 1):
+        if main_k is not None and not compute_task and serial_loads(main_k):
             tips.append(Finding("hint.loads_in_flight", 1,
                                 "the main kernel issues each global load only once the one"
                                 " before it has arrived (one load in flight a thread): load an"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cutegen.profilers._cubin import parse_cubin
 from cutegen.profilers._sass_text import parse_sass, summarize
-from cutegen.profilers.sass import NARROW_SHARE, SERIAL_LOADS, global_bytes
+from cutegen.profilers.sass import NARROW_SHARE, global_bytes, serial_loads
 
 #: Registers per thread from which a kernel is listed (half the SM's threads at most).
 MANY_REGISTERS = 128
@@ -74,7 +74,7 @@ def _kernel_notes(run_dir: Path, artifacts: dict) -> list[str]:
             notes.append(f"{_short(k.name)}: {narrow} of {total} B narrow "
                          f"(loads {s.ldg_min_bits}-{s.ldg_max_bits} bit, "
                          f"stores {s.stg_min_bits}-{s.stg_max_bits} bit)")
-        if k.count("LDG") >= SERIAL_LOADS and k.ldg_in_flight == 1:
+        if serial_loads(k):
             notes.append(f"{_short(k.name)}: {k.count('LDG')} loads, one in flight at a time")
         if s.local_loads + s.local_stores:
             notes.append(f"{_short(k.name)}: {s.local_loads} local loads, "
