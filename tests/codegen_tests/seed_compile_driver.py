@@ -112,15 +112,15 @@ def sass_ops(sass: str) -> dict[str, Counter]:
 
 _MMA_RE = re.compile(
     r"\b(HGMMA\.[0-9A-Za-z.]+|HMMA\.[0-9A-Za-z.]+|FFMA|FADD|UTMALDG\.[0-9]D\.IM2COL|UTMALDG|UTMASTG"
-    r"|MUFU\.[0-9A-Z]+)\b")
+    r"|MUFU\.[0-9A-Z]+|DMUL|DADD|DFMA)\b")
 
 
 def mma_ops(sass: str) -> dict[str, Counter]:
     """Per kernel: counts of the math and TMA instructions the family tests look at
     (``HGMMA.<shape>.<types>``, ``HMMA``, ``FFMA``, ``UTMALDG`` (tile mode),
     ``UTMALDG.<n>D.IM2COL`` (im2col mode, the conv family's activation loads), ``UTMASTG``,
-    and the special-function unit's ``MUFU.<fn>``: ``MUFU.TANH`` only from an approximate
-    tanh)."""
+    the special-function unit's ``MUFU.<fn>``: ``MUFU.TANH`` only from an approximate
+    tanh, and float64 arithmetic: ``DMUL``, ``DADD``, ``DFMA``)."""
     return _count_per_kernel(sass, _MMA_RE, lambda m: m.group(1))
 
 

@@ -305,3 +305,28 @@ def test_resident_rows_read_x_once_in_one_launch(index, compiled):
     if c["name"] != "layernorm_4m_fp32" and (n * esize) % 16 == 0:  # (LayerNorm's output
         # pass also loads weight and bias)
         assert ops["LDG.E.128"] == ops["STS.128"] == ops["LDS.128"], ops
+
+
+_SCANS = [i for i, c in enumerate(CASES) if c["group"] == "default"
+          and fd.plan_of(c["name"]).family == "scan"]
+
+
+@pytest.mark.parametrize("index", _SCANS, ids=[_case_id(CASES[i]) for i in _SCANS])
+def test_products_are_scanned_in_float64_sums_in_float32(index, compiled):
+    """A cumprod's parts (a vector's product, the lanes and warps before a thread) are
+    multiplied in float64: in fp32 a part could overflow where the row's product up to
+    there does not (a cumprod of randn + 3 past a small first factor; 12 +Inf outputs of 1G
+    on the H100 at KernelBench level 1 problem 90's size, where the task's own fp32 cumprod
+    and the float64 truth are finite). A cumsum keeps fp32 (no float64 arithmetic)."""
+    c, res = CASES[index], compiled[index]
+    assert res["error"] is None, res["error"]
+    doubles = {op for comp in res["compiles"] for k in comp["kernels"].values()
+               for op in k["mma"] if op in ("DMUL", "DADD", "DFMA")}
+    if fd.plan_of(c["name"]).op == "cumprod":
+        assert "DMUL" in doubles, res["compiles"]
+    else:
+        assert not doubles, doubles
+
+
+def test_some_cumprod_is_compiled():
+    assert any(fd.plan_of(CASES[i]["name"]).op == "cumprod" for i in _SCANS)
