@@ -11,7 +11,12 @@ passes when
   the candidate is as accurate as the task's own reference: ``rmse(c, r) <= 2 * rmse(n, r)
   + atol / 100`` and ``max|c - r| <= 4 * max|n - r| + atol`` (inductor's fp64 rule, which
   admits a different summation order and rejects a precision downgrade), measured where
-  ``n`` is finite (elsewhere the tolerance alone).
+  ``n`` is finite (elsewhere the tolerance alone). Where ``n`` happens to be more accurate
+  than fp32 arithmetic promises (cuBLAS's GEMV for a one-row Linear sums K = 8192 products
+  at 1.3 fp32 rounding steps of the output's rms), those bounds are raised to
+  ``FP32_STEPS`` such steps, ``FP32_STEPS * eps(fp32) * rms(r)`` and ``* max|r|``: an fp32
+  kernel that sums in another order is not wrong for it, while a precision downgrade (TF32
+  products: ~2,000 steps; bf16 far more) still is. Not for float64 outputs.
 
 Only torch is needed; the functions take tensors and return plain values.
 """
@@ -32,6 +37,12 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 K_RMSE = 2.0
 K_MAX = 4.0
+#: The least error bound of the fallback, in fp32 rounding steps (eps = 2^-23) of the float64
+#: reference's rms (for the rmse) and largest magnitude (for the max error). Measured on the
+#: H100 at an fp32 Linear's one-row hidden shape (K = 8192, inputs scaled by 1e3: rms 803):
+#: the 3xTF32 GEMM's rmse 3.3 steps, max 3.5-5.2, torch's CPU fp32 GEMV 3.5 steps, cuBLAS's
+#: GEMV (the task's own reference there) 1.3, so 2x the reference's admitted none of them.
+FP32_STEPS = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +118,7 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
     cf, rf, nf = c.reshape(-1), r.reshape(-1), n.to(r.device).reshape(-1)
     max_abs = max_rel = ref_max = 0.0
     sq = ref_sq = 0.0
+    r_sq = r_max = 0.0  # the float64 reference's own sum of squares and largest magnitude
     n_fin = n_bad = n_alone_bad = 0
     worst = (0.0, 0.0, 0.0)  # (diff, got, expected)
     for lo in range(0, cf.numel(), CHUNK):
@@ -155,6 +167,8 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
         sq += float((diff * diff).sum().item())
         ref_sq += float((ndiff * ndiff).sum().item())
         ref_max = max(ref_max, float(ndiff.max().item()))
+        r_sq += float((r64 * r64).sum().item())
+        r_max = max(r_max, float(r64.abs().max().item()))
         k = int(torch.argmax(diff).item())
         if float(diff[k]) >= worst[0]:
             worst = (float(diff[k]), float(c64[k]), float(r64[k]))
@@ -170,15 +184,33 @@ def _compare_one(c: Any, r: Any, n: Any, tag: str,
     rmse, ref_rmse = math.sqrt(sq / n_fin), math.sqrt(ref_sq / n_fin)
     if n_bad == 0:
         return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
-    if rmse <= K_RMSE * ref_rmse + atol / 100 and max_abs <= K_MAX * ref_max + atol:
+    rmse_bound, max_bound = fallback_bounds(n.dtype, ref_rmse, ref_max,
+                                            math.sqrt(r_sq / n_fin), r_max)
+    if rmse <= rmse_bound + atol / 100 and max_abs <= max_bound + atol:
         return Comparison(True, "", max_abs, max_rel, rmse, ref_rmse)
     return Comparison(
         False,
         f"{tag}: {n_bad} of {n_fin} elements outside atol={atol:g} rtol={rtol:g}; "
-        f"max abs err {max_abs:.3e} (got {worst[1]:.6g}, expected {worst[2]:.6g}); "
-        f"rmse {rmse:.3e} vs the task's own {dtype} reference {ref_rmse:.3e}",
+        f"max abs err {max_abs:.3e} (got {worst[1]:.6g}, expected {worst[2]:.6g}; bound "
+        f"{max_bound:.3e}); rmse {rmse:.3e} vs the task's own {dtype} reference "
+        f"{ref_rmse:.3e} (bound {rmse_bound:.3e})",
         max_abs, max_rel, rmse, ref_rmse,
     )
+
+
+def fallback_bounds(dtype: Any, ref_rmse: float, ref_max: float, r_rms: float,
+                    r_max: float) -> tuple[float, float]:
+    """(rmse bound, max error bound) of the fallback, before atol is added: ``K_RMSE`` /
+    ``K_MAX`` times the native reference's errors, or ``FP32_STEPS`` fp32 rounding steps of
+    the float64 reference's rms / largest magnitude where that is more (not for float64
+    outputs)."""
+    import torch
+
+    rmse_bound, max_bound = K_RMSE * ref_rmse, K_MAX * ref_max
+    if dtype != torch.float64:
+        step = FP32_STEPS * torch.finfo(torch.float32).eps
+        rmse_bound, max_bound = max(rmse_bound, step * r_rms), max(max_bound, step * r_max)
+    return rmse_bound, max_bound
 
 
 def _overflow_edge(r64: Any, dtype: Any) -> Any:

@@ -145,7 +145,7 @@ def find_source(storage: BaseStorage, run: FrozenRun, node: FrozenNode) -> tuple
 
 def tolerance_text(task_name: str, task_path: str) -> str:
     """How outputs were compared, for the task's dtype (from its name) and overrides."""
-    from cutegen.codegen.numerics import K_MAX, K_RMSE, TOLERANCES
+    from cutegen.codegen.numerics import FP32_STEPS, K_MAX, K_RMSE, TOLERANCES
 
     dtype = next((d for tag, d in (("bf16", "bfloat16"), ("fp16", "float16"),
                                    ("fp64", "float64")) if tag in task_name), "float32")
@@ -157,7 +157,9 @@ def tolerance_text(task_name: str, task_path: str) -> str:
     src = "the task's TOLERANCE" if override else f"the {dtype} row of the tolerance table"
     return (f"|out - ref64| <= atol + rtol*|ref64| with atol={atol:g}, rtol={rtol:g} ({src}; "
             f"ref64 = the task's Model in float64), or as accurate as the task's own dtype: "
-            f"rmse <= {K_RMSE:g}x and max error <= {K_MAX:g}x the native reference's (+ atol)")
+            f"rmse <= {K_RMSE:g}x and max error <= {K_MAX:g}x the native reference's (+ atol)"
+            + ("" if dtype == "float64" else
+               f", at least {FP32_STEPS:g} fp32 rounding steps of ref64's rms and largest value"))
 
 
 def _task_tolerance(task_path: str) -> dict[str, float] | None:

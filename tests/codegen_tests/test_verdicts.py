@@ -78,6 +78,63 @@ def test_b4_precision_downgrade_is_wrong_but_reordering_passes():
     assert compare([reordered], [ref64], [native]).passed
 
 
+def _one_row_linear(k: int = 8192, n: int = 512, scale: float = 1e3):
+    """A Linear's one-row output (x scaled by 1e3, as the "large" inputs) in float64 and
+    an 'accurate native' stand-in: the float64 result rounded to fp32 (a GEMV's tree sums
+    come close to it)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, k, generator=g, dtype=torch.float64) * scale
+    w = (torch.rand(k, n, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(k)
+    ref64 = x @ w
+    return ref64, ref64.float()
+
+
+def test_an_fp32_summation_order_passes_against_a_nearly_exact_reference():
+    """At an fp32 Linear's one-row hidden shape the task's own reference (cuBLAS's GEMV) sums
+    K = 8192 products at about one fp32 rounding step of the output's rms; an fp32 kernel
+    summing in another order (3xTF32 tiles, or torch's own CPU GEMV) has ~3.3 steps, and
+    its elements near zero miss atol 1e-4. Judged against 2x the reference's rmse it was
+    wrong (found on the H100); the fallback's least bound is FP32_STEPS steps."""
+    from cutegen.codegen.numerics import FP32_STEPS
+
+    ref64, native = _one_row_linear()
+    eps = torch.finfo(torch.float32).eps
+    rms = float(ref64.pow(2).mean().sqrt())
+    g = torch.Generator().manual_seed(1)
+    noise = torch.randn(ref64.shape, generator=g, dtype=torch.float64)
+    cand = (ref64 + noise * 3.3 * eps * rms).float()
+    assert not bool(((cand.double() - ref64).abs() <= 1e-4 + 1e-4 * ref64.abs()).all())
+    assert compare([cand], [ref64], [native]).passed
+    # twice the least bound is wrong, and says the bound it missed
+    far = (ref64 + noise * 2 * FP32_STEPS * eps * rms).float()
+    c = compare([far], [ref64], [native])
+    assert not c.passed and "bound" in c.reason
+
+
+def test_tf32_products_stay_wrong_against_a_nearly_exact_reference():
+    """The least bound does not admit a precision downgrade: TF32 operands (10-bit
+    mantissas) for an fp32 Linear, nor bf16."""
+    ref64, native = _one_row_linear()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 8192, generator=g, dtype=torch.float64) * 1e3
+    w = (torch.rand(8192, 512, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(8192)
+
+    def tf32(t):
+        return ((t.float().view(torch.int32) + 0x1000) & -8192).view(torch.float32).double()
+
+    assert not compare([(tf32(x) @ tf32(w)).float()], [ref64], [native]).passed
+    assert not compare([(x.bfloat16().double() @ w.bfloat16().double()).float()], [ref64],
+                       [native]).passed
+
+
+def test_float64_outputs_have_no_fp32_floor():
+    ref64, _ = _one_row_linear()
+    eps = torch.finfo(torch.float32).eps
+    rms = float(ref64.pow(2).mean().sqrt())
+    cand = ref64 + eps * rms  # one fp32 step off everywhere: far past float64's 1e-7
+    assert not compare([cand], [ref64], [ref64.clone()]).passed
+
+
 def test_integer_outputs_must_match_exactly():
     ref = torch.tensor([1, 2, 3])
     assert compare([ref.clone()], [ref], [ref]).passed
