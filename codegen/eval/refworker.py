@@ -730,9 +730,24 @@ def keep_slots(free: int, shapes: Sequence[dict[str, Any]]) -> int:
 
 
 def _out_of_memory() -> dict[str, Any]:
+    """The reference worker's ``oom`` result, saying how the GPU's memory stood: what this
+    process held at its peak, what was free once its cache was handed back, the total."""
+    import torch
+
+    held = torch.cuda.max_memory_reserved() if torch.cuda.is_available() else 0
     _release_cached_memory(0)
-    return {"passed": False, "verdict": "oom", "reason": "the GPU ran out of memory while the "
-            "reference worker read the outputs (the candidate's process holds the rest)"}
+    free, total = torch.cuda.mem_get_info() if torch.cuda.is_available() else (0, 0)
+    return {"passed": False, "verdict": "oom", "reason": oom_reason(held, free, total)}
+
+
+def oom_reason(held: int, free: int, total: int) -> str:
+    """Why the reference worker could not read the outputs, in GiB (pure)."""
+    gib = 2.0 ** 30
+    return (f"the GPU ran out of memory while the reference worker read the outputs: it held "
+            f"{held / gib:.1f} GiB at its peak (the task's inputs and float64 references), "
+            f"{free / gib:.1f} of {total / gib:.1f} GiB were free after it released its cache; "
+            f"the candidate's process holds the rest. A GPU with more memory, or a smaller "
+            f"main shape, checks this task")
 
 
 def _memset(t: Any) -> None:

@@ -180,3 +180,15 @@ def test_a_kept_comparison_out_of_memory_is_an_oom_verdict(tmp_path, monkeypatch
     monkeypatch.setattr(ref, "compare_tensors", no_memory)
     r = ref.compare_kept(slot=0, shape=0, seed=1, dist="randn")
     assert r["verdict"] == "oom" and not r["passed"] and 0 not in ref.slots
+
+
+def test_the_reference_workers_oom_says_how_memory_stood():
+    """An ``oom`` from the reference worker named no sizes (KernelBench level 1's 7.5 GB
+    InstanceNorm on an 80 GB H100): it now says what the worker held, what was free, and the
+    way on."""
+    from cutegen.codegen.eval.refworker import oom_reason
+
+    gib = 2 ** 30
+    text = oom_reason(61 * gib, int(2.5 * gib), 80 * gib)
+    assert "held 61.0 GiB" in text and "2.5 of 80.0 GiB were free" in text
+    assert "more memory" in text
