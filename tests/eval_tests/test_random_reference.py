@@ -129,5 +129,10 @@ def test_the_cpu_check_skips_a_reference_whose_output_is_large(tmp_path, monkeyp
     path = tmp_path / "task.py"
     path.write_text(MATMUL.format(m=m))
     ref = Reference(str(path), gpu=False, scratch=tmp_path)
-    ref.load(hidden=True, seed_init=1)
+    ref.load(hidden=False, seed_init=1)  # the main shape alone
     assert bool(ref.mod.CPU_CALLS) is runs, ref.mod.CPU_CALLS
+    # with hidden shapes (M takes 1 and a prime) the check runs at the smallest, 1 x 8
+    ref = Reference(str(path), gpu=False, scratch=tmp_path)
+    ref.mod.CPU_CALLS.clear()
+    ref.load(hidden=True, seed_init=1)
+    assert ref.mod.CPU_CALLS and set(ref.mod.CPU_CALLS) == {(1, 8)}, ref.mod.CPU_CALLS
