@@ -11,7 +11,8 @@ Model runs the same inputs in float64 (the truth) and in its own dtype (TF32 off
 evaluator's reference worker). Per distribution it
 prints the candidate's rmse and max error against float64, the same for the task's own
 reference, their ratio (the evaluator's fallback admits a candidate whose elements miss
-atol + rtol |ref| only while its rmse is within ``K_RMSE`` times the reference's), and the
+atol + rtol |ref| only while its rmse is within ``K_RMSE`` times the reference's, or
+``FP32_STEPS`` fp32 rounding steps of the truth's rms where that is more), and the
 verdict :func:`cutegen.codegen.numerics.compare` gives. Use it to see which knob keeps a
 kernel within the evaluator's bound on every distribution, e.g. 3xTF32's ``promote``.
 """
@@ -34,7 +35,7 @@ def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int)
 
     from cutegen.codegen.families.moves import family_proposals
     from cutegen.codegen.inputs import _draw
-    from cutegen.codegen.numerics import K_RMSE, compare
+    from cutegen.codegen.numerics import FP32_STEPS, K_RMSE, compare
     from cutegen.codegen.tasks import load_bundled_task, load_task_file
 
     task = (load_task_file(task_path, name=Path(task_path).stem) if task_path.endswith(".py")
@@ -77,14 +78,19 @@ def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int)
                 truth = ref64(*[t.double() if isinstance(t, torch.Tensor) else t
                                 for t in inputs])
             c = compare([got], [truth], [native])
+            # the comparison's least rmse bound, in the task's own reference's rmse
+            fin = truth[torch.isfinite(truth)]
+            steps = FP32_STEPS * torch.finfo(torch.float32).eps * float(
+                fin.pow(2).mean().sqrt()) if fin.numel() and got.dtype != torch.float64 else 0.0
+            bound = max(K_RMSE, steps / c.ref_rmse if c.ref_rmse else K_RMSE)
             row = {"dist": dist, "seed": seed, "passed": c.passed, "rmse": c.rmse,
                    "ref_rmse": c.ref_rmse, "max_abs": c.max_abs_err,
-                   "ratio": c.rmse / c.ref_rmse if c.ref_rmse else None,
+                   "ratio": c.rmse / c.ref_rmse if c.ref_rmse else None, "bound": bound,
                    "reason": c.reason[:160]}
             rows.append(row)
             print(f"{dist:<12} seed {seed}  {'pass' if c.passed else 'FAIL'}  rmse "
                   f"{c.rmse:.3e} / reference's {c.ref_rmse:.3e} = "
-                  f"{(row['ratio'] or 0):.2f} (bound {K_RMSE:g})  max abs {c.max_abs_err:.3e}"
+                  f"{(row['ratio'] or 0):.2f} (bound {bound:.2f})  max abs {c.max_abs_err:.3e}"
                   + (f"  {c.reason[:100]}" if not c.passed else ""), flush=True)
     return rows
 
