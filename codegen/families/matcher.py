@@ -60,7 +60,11 @@ def leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> str | N
     if len(shape) > nd:
         return None
     s = padded(shape, nd)
-    if s == tuple(frame):
+    # full at the frame's own rank; the dims broadcasting adds in front of a lower-rank
+    # operand stay 1 whatever the frame's size there, so where the frame has 1 on them the
+    # other kinds are tried first (a Linear's (N,) bias against a one-row (1, N) output is per
+    # column: read as a full operand, the call at any other batch raised)
+    if s == tuple(frame) and len(shape) == nd:
         return "full"
     if all(d == 1 for d in s):
         return "scalar"
@@ -71,6 +75,8 @@ def leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], k: int) -> str | N
         return "row"
     if all(d == 1 for d in trail) and rowmap_run(shape, frame, k):
         return "rowmap"
+    if s == tuple(frame):  # a lower-rank operand no other kind describes
+        return "full"
     return None
 
 

@@ -171,6 +171,23 @@ def test_epilogue_operands_are_read_several_at_a_time(tmp_path):
         assert k.count("LDG") >= 8 and k.ldg_in_flight >= 4, (k.count("LDG"), k.ldg_in_flight)
 
 
+@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
+@pytest.mark.slow
+def test_a_one_row_linear_reads_its_bias_per_column(tmp_path):
+    """A Linear whose main batch is 1: its (N,) bias against the (1, N) output was read as a
+    full operand of shape (1, N), so the first call raised "an operand has shape (8192,),
+    expected (1, 8192)" (and any other batch would have). It is per column; the candidate
+    runs its host code at batch 1 and at the hidden batch 3."""
+    name = "linear_one_row_large_fp32"
+    plan = fd.plan_of(name)
+    assert {lf.ref: lf.kind for lf in plan.leaves}["gemm.bias"] == "col", plan.leaves
+    got = fd.compile_rendered(tmp_path, [name], [((name,), partial(fd.rendered, name), shape)
+                                                for shape in fd.shapes(name)])
+    assert len(got) == 2
+    for res in got:
+        assert res["error"] is None, res["error"]
+
+
 def _pack_kernels(res: dict, cls: str) -> list[dict]:
     return [k for comp in res["compiles"] for name, k in comp["kernels"].items()
             if f"{cls}_object" in name]
