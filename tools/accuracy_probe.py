@@ -35,7 +35,7 @@ def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int)
 
     from cutegen.codegen.families.moves import family_proposals
     from cutegen.codegen.inputs import _draw
-    from cutegen.codegen.numerics import FP32_STEPS, K_RMSE, compare
+    from cutegen.codegen.numerics import K_RMSE, compare, fallback_bounds
     from cutegen.codegen.tasks import load_bundled_task, load_task_file
 
     task = (load_task_file(task_path, name=Path(task_path).stem) if task_path.endswith(".py")
@@ -78,11 +78,11 @@ def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int)
                 truth = ref64(*[t.double() if isinstance(t, torch.Tensor) else t
                                 for t in inputs])
             c = compare([got], [truth], [native])
-            # the comparison's least rmse bound, in the task's own reference's rmse
+            # the comparison's rmse bound, in the task's own reference's rmse
             fin = truth[torch.isfinite(truth)]
-            steps = FP32_STEPS * torch.finfo(torch.float32).eps * float(
-                fin.pow(2).mean().sqrt()) if fin.numel() and got.dtype != torch.float64 else 0.0
-            bound = max(K_RMSE, steps / c.ref_rmse if c.ref_rmse else K_RMSE)
+            rms = float(fin.pow(2).mean().sqrt()) if fin.numel() else 0.0
+            rmse_bound = fallback_bounds(got.dtype, c.ref_rmse, 0.0, rms, 0.0)[0]
+            bound = rmse_bound / c.ref_rmse if c.ref_rmse else K_RMSE
             row = {"dist": dist, "seed": seed, "passed": c.passed, "rmse": c.rmse,
                    "ref_rmse": c.ref_rmse, "max_abs": c.max_abs_err,
                    "ratio": c.rmse / c.ref_rmse if c.ref_rmse else None, "bound": bound,

@@ -81,12 +81,12 @@ def test_b4_precision_downgrade_is_wrong_but_reordering_passes():
 def _one_row_linear(k: int = 8192, n: int = 512, scale: float = 1e3):
     """A Linear's one-row output (x scaled by 1e3, as the "large" inputs) in float64 and
     an 'accurate native' stand-in: the float64 result rounded to fp32 (a GEMV's tree sums
-    come close to it)."""
+    come close to it), then the operands x and w."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1, k, generator=g, dtype=torch.float64) * scale
     w = (torch.rand(k, n, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(k)
     ref64 = x @ w
-    return ref64, ref64.float()
+    return ref64, ref64.float(), x, w
 
 
 def test_an_fp32_summation_order_passes_against_a_nearly_exact_reference():
@@ -97,7 +97,7 @@ def test_an_fp32_summation_order_passes_against_a_nearly_exact_reference():
     wrong (found on the H100); the fallback's least bound is FP32_STEPS steps."""
     from cutegen.codegen.numerics import FP32_STEPS
 
-    ref64, native = _one_row_linear()
+    ref64, native, _, _ = _one_row_linear()
     eps = torch.finfo(torch.float32).eps
     rms = float(ref64.pow(2).mean().sqrt())
     g = torch.Generator().manual_seed(1)
@@ -114,10 +114,7 @@ def test_an_fp32_summation_order_passes_against_a_nearly_exact_reference():
 def test_tf32_products_stay_wrong_against_a_nearly_exact_reference():
     """The least bound does not admit a precision downgrade: TF32 operands (10-bit
     mantissas) for an fp32 Linear, nor bf16."""
-    ref64, native = _one_row_linear()
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 8192, generator=g, dtype=torch.float64) * 1e3
-    w = (torch.rand(8192, 512, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(8192)
+    ref64, native, x, w = _one_row_linear()
 
     def tf32(t):
         return ((t.float().view(torch.int32) + 0x1000) & -8192).view(torch.float32).double()
@@ -128,7 +125,7 @@ def test_tf32_products_stay_wrong_against_a_nearly_exact_reference():
 
 
 def test_float64_outputs_have_no_fp32_floor():
-    ref64, _ = _one_row_linear()
+    ref64, _, _, _ = _one_row_linear()
     eps = torch.finfo(torch.float32).eps
     rms = float(ref64.pow(2).mean().sqrt())
     cand = ref64 + eps * rms  # one fp32 step off everywhere: far past float64's 1e-7
