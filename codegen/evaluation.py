@@ -241,6 +241,11 @@ def host_wait(busy_us: float | None, span_us: float | None) -> float | None:
     return max(0.0, 1.0 - busy_us / span_us)
 
 
+#: Stages of ``Evaluation.stage_seconds`` that hold no GPU: the static checks run in the
+#: search process before any worker starts. Every other stage counts as GPU time.
+HOST_STAGES = frozenset({"static"})
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """The frozen result of evaluating one candidate against one task.
@@ -317,6 +322,17 @@ class Evaluation:
         if self.timing and self.compiled and self.timing.median_us > 0:
             return self.compiled.median_us / self.timing.median_us
         return None
+
+    @property
+    def gpu_seconds(self) -> float:
+        """Wall time this evaluation held its GPU: every stage in ``stage_seconds`` but the
+        static checks, which run before any process starts (the workers' start, import,
+        compile, the calls, the reference worker's inputs and comparisons, the timed calls,
+        the task's eager / compile baselines where this evaluation timed them); 0 where it
+        ran on no GPU (``gpu`` empty: a compile-only evaluation)."""
+        if not self.gpu:
+            return 0.0
+        return sum(float(v) for k, v in self.stage_seconds.items() if k not in HOST_STAGES)
 
     @property
     def roofline_fraction(self) -> float | None:

@@ -58,8 +58,6 @@ from cutegen.search.storage import (
     SweepsTemporaries,
 )
 
-_GPU_STAGES = ("verify", "benchmark")
-
 
 class Search:
     """Runs one search run against one store. Use as a context manager (or open/close)."""
@@ -288,9 +286,9 @@ class Search:
             t0 = self._clock()
             profiles = tuple(self.profile_hook(node, ev))
             profile_s = self._clock() - t0
-        # GPU time of this node: verify + benchmark stages, plus profiling (charged here so
-        # the budget survives a resume: it is summed from the evaluations rows)
-        gpu_s = sum(float(ev.stage_seconds.get(k, 0.0)) for k in _GPU_STAGES) + profile_s
+        # GPU time of this node: the evaluation's time on its GPU, plus profiling (charged
+        # here so the budget survives a resume: it is summed from the evaluations rows)
+        gpu_s = ev.gpu_seconds + profile_s
         result = StoredResult(0, node.id, ev.verdict, reward, ev.time_us, ev.speedup_eager,
                               ev.speedup_compile, gpu_s)
         lesson = None

@@ -53,8 +53,10 @@ def budget_options(f: Any) -> Any:
         click.option("--max-minutes", type=click.FloatRange(0, None, min_open=True),
                      default=None, help="Stop after this much wall time (all sessions)."),
         click.option("--max-gpu-minutes", type=click.FloatRange(0, None, min_open=True),
-                     default=None, help="Stop after this much GPU time (verify, benchmark, "
-                                        "re-timing)."),
+                     default=None, help="Stop after this much GPU time: each "
+                                        "evaluation's time on its GPU (compile, calls, "
+                                        "verification, timing), profiling and "
+                                        "re-timing."),
         click.option("--max-dollars", type=click.FloatRange(0, None, min_open=True),
                      default=None, help="Stop after this much LLM spending."),
     ]):

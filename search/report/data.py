@@ -37,7 +37,7 @@ class Point:
     node_id: int
     verdict: str
     speedup: float | None  # this candidate vs eager
-    gpu_minutes: float  # cumulative GPU time after it (verify, benchmark, profiling, re-timing)
+    gpu_minutes: float  # cumulative GPU time after it (evaluations' GPU time, profiling, re-timing)
     best_speedup: float | None  # the gated best's speedup after it
     best_node: int | None
 

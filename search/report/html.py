@@ -139,8 +139,9 @@ def _progress(r: RunReport) -> str:
     return (f"<div class='charts'>{a}{b}</div><p class='note'>Blue line: the gated best "
             "(a candidate replaces it only when re-timing shows it faster beyond noise, "
             "Mann-Whitney p &lt; 0.05 and ≥ 1%); green dots: each timed candidate's own "
-            "evaluation; red marks: failed candidates. GPU-minutes count verification, "
-            "benchmarking, profiling and re-timing.</p>")
+            "evaluation; red marks: failed candidates. GPU-minutes count the time each "
+            "evaluation held its GPU (worker start, compile, every call, the reference's "
+            "inputs and comparisons, timing), profiling and re-timing.</p>")
 
 
 def _tree(r: RunReport) -> str:

@@ -492,6 +492,21 @@ def test_the_gpu_busy_time_says_how_long_the_gpu_waited_on_the_host():
     assert Evaluation.from_dict(old).busy_us is None
 
 
+def test_gpu_time_is_every_stage_the_evaluation_held_its_gpu():
+    # the bench's "GPU-min" column read 0.0 (under 3 s) for KernelBench's matrix products,
+    # whose evaluations took 35-50 s each on an H100: only the comparisons and the benchmark
+    # phase were counted, not the reference worker's inputs, the calls, the compile, the
+    # workers' start or the task's baselines
+    stages = {"static": 0.5, "worker_start": 3.0, "setup": 1.0, "compile": 20.0,
+              "inputs": 30.0, "call": 30.0, "verify": 2.0, "benchmark": 1.5, "baselines": 30.0}
+    e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                   verdict=Verdict.CORRECT, stage_seconds=stages, gpu="NVIDIA H200")
+    assert e.gpu_seconds == pytest.approx(117.5)  # all but the static checks
+    assert Evaluation.from_dict(e.to_dict()).gpu_seconds == pytest.approx(117.5)
+    cpu = dataclasses.replace(e, verdict=Verdict.COMPILED, stage=Stage.COMPILE, gpu="")
+    assert cpu.gpu_seconds == 0.0  # compile-only: no GPU was held
+
+
 def test_cutegen_eval_prints_the_gpu_busy_time(capsys):
     from cutegen.cli.eval import print_evaluation
 
