@@ -242,7 +242,7 @@ def host_wait(busy_us: float | None, span_us: float | None) -> float | None:
 
 
 #: Stages of ``Evaluation.stage_seconds`` that hold no GPU: the static checks run in the
-#: search process before any worker starts. Every other stage counts as GPU time.
+#: search process before any worker starts.
 HOST_STAGES = frozenset({"static"})
 
 
@@ -325,13 +325,16 @@ class Evaluation:
 
     @property
     def gpu_seconds(self) -> float:
-        """Wall time this evaluation held its GPU: every stage in ``stage_seconds`` but the
-        static checks, which run before any process starts (the workers' start, import,
+        """Wall time this evaluation held its GPU: ``stage_seconds["total"]``, which the
+        evaluator measures from taking a worker to the verdict (the workers' start, import,
         compile, the calls, the reference worker's inputs and comparisons, the timed calls,
-        the task's eager / compile baselines where this evaluation timed them); 0 where it
-        ran on no GPU (``gpu`` empty: a compile-only evaluation)."""
+        the task's baselines where this evaluation timed them, an ncu re-timing); without it
+        (an evaluator that does not measure it), the sum of the stages but the static
+        checks. 0 where it ran on no GPU (``gpu`` empty: a compile-only evaluation)."""
         if not self.gpu:
             return 0.0
+        if "total" in self.stage_seconds:
+            return float(self.stage_seconds["total"])
         return sum(float(v) for k, v in self.stage_seconds.items() if k not in HOST_STAGES)
 
     @property
