@@ -409,6 +409,7 @@ class LocalEvaluator:
         eager, comp, comp_err = self.baselines() if d.stage == Stage.BENCHMARK else (None, None, "")
         t_base = time.monotonic() - t_base  # the task's eager / compile timing, once a task
         flags = list(d.flags)
+        flags += _verdict.reference_flags(f.trial_results)
         details = [plain_text(x) for x in d.details]
         details += run.st.notes
         if comp_err:

@@ -47,6 +47,7 @@ from cutegen.codegen.inputs import (
     on_meta,
     spec_of,
 )
+from cutegen.codegen.numerics import FP32_REFERENCE
 
 #: Module-level sizes a task without VERIFY_SHAPES gets its hidden shapes from: the first of
 #: these it defines as an int. KernelBench's matrix products name no batch_size (level 1's
@@ -66,6 +67,13 @@ _CPU_CHECK_BYTES = 2**28
 #: 64 x 32768 matmul, has 16 MB of inputs and a 4.3 GB output: 137 GFLOP a call, twice, and
 #: 12.7 GB of this process on a compile-only run).
 _CPU_CHECK_FLOPS = 2 * 10**10
+#: Where the GPU has no room for a call's float64 pass (KernelBench L1 45's 17 GB input: its
+#: float64 copy and the fp32 draw it is made from, 51 GB, beside the 36 GB of shared input
+#: buffers, on an 80 GB H100), it runs in host memory if the forward is at most this many
+#: FLOPs (matrix products and convolutions, counted on the meta device: seconds on the GPU
+#: machine's CPUs) and the host has room for it; else the task's own fp32 arithmetic is the
+#: reference, and the comparison says so.
+_HOST_FLOAT64_FLOPS = 2 * 10**11
 #: Kept copies of outputs may use at most this fraction of the free GPU memory, and at most
 #: half of what is left once the comparisons and the candidate's own use are set aside.
 _SLOT_FRACTION = 0.25
@@ -155,7 +163,8 @@ class Reference:
             raise TaskFault(f"importing the task raised {type(e).__name__}: {e}") from e
         self.shapes: list[dict[str, Any]] = []
         self.models: dict[int, Any] = {}
-        self.models64: dict[int, Any] = {}
+        self.models64: dict[Any, Any] = {}  # shape (or (shape, "cpu")) -> float64 model
+        self.reference_note = ""  # how the last references() took its float64 reference
         self.buffers: dict[int, list[Any]] = {}  # shape -> shared input tensors (or scalars)
         self.current: dict[int, tuple[int, str, bool]] = {}  # shape -> (seed, dist, vary)
         self._allocs: list[int] = []
@@ -585,30 +594,89 @@ class Reference:
         # pass's inputs for the other, and no input copy is held beside the other pass's
         # (the peak is the float64 inputs and outputs, 24 GiB for a 4096 x 393216 softmax;
         # it was 48 with both passes' inputs alive).
-        in64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                else x for x in draw()]
+        self.reference_note = ""
+        ref64: list[Any] | None = None
+        failure = ""
         with torch.no_grad():
-            if idx not in self.models64:
-                m64 = copy.deepcopy(model).double()
-                for earlier in self.models64.values():
-                    if share_equal_tensors(m64, earlier):
-                        break
-                self.models64[idx] = m64
             try:
-                ref64 = flatten_outputs(self.models64[idx](*in64))
-            except Exception:  # noqa: BLE001 - an op without float64 support: use float32
-                del in64  # perhaps changed in place before the op that raised: afresh
-                m32 = copy.deepcopy(model).float()
-                in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                        for x in draw()]
-                ref64 = flatten_outputs(m32(*in32))
-                del in32
-            else:
-                del in64
+                ref64 = self._float64_pass(idx, draw, None)
+            except torch.OutOfMemoryError:
+                failure = "oom"
+            except Exception as e:  # noqa: BLE001 - an op without float64 support: float32
+                failure = type(e).__name__
+            # the fallbacks run after the handler, whose traceback held the failed pass's
+            # tensors (a partly converted input, the forward's intermediates)
+            if ref64 is None and failure == "oom":
+                _release_cached_memory(0)
+                ref64 = self._float64_on_host(idx, draw)
+            if ref64 is None:
+                ref64 = self._float32_pass(model, draw)
+                self.reference_note = f"{FP32_REFERENCE} (the float64 pass " + (
+                    "had no room on the GPU nor in host memory)" if failure == "oom"
+                    else f"raised {failure})")
             inputs = draw()
             native = flatten_outputs(model(*inputs))
             del inputs  # outputs aliasing them keep them
         return ref64, native
+
+    def _float64_pass(self, idx: int, draw: Any, device: str | None) -> list[Any]:
+        """The forward in float64 on inputs drawn afresh, on ``device`` (None: the GPU, or
+        wherever the task's tensors are)."""
+        import torch
+
+        key: Any = idx if device is None else (idx, device)
+        if key not in self.models64:
+            m64 = copy.deepcopy(self.models[idx])
+            if device is not None:
+                m64 = m64.to(device)  # before widening: no float64 copy on the full GPU
+            m64 = m64.double()
+            for earlier in self.models64.values():
+                if share_equal_tensors(m64, earlier):
+                    break
+            self.models64[key] = m64
+        in64 = [(x.to(device=device or x.device, dtype=torch.float64) if x.is_floating_point()
+                 else x.to(device or x.device)) if isinstance(x, torch.Tensor) else x
+                for x in draw()]
+        try:
+            return flatten_outputs(self.models64[key](*in64))
+        finally:
+            del in64
+
+    def _float32_pass(self, model: Any, draw: Any) -> list[Any]:
+        """The forward in fp32 on inputs drawn afresh (perhaps changed in place before the
+        float64 op that raised): the reference where float64 cannot be had."""
+        import torch
+
+        m32 = copy.deepcopy(model).float()
+        in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                for x in draw()]
+        try:
+            return flatten_outputs(m32(*in32))
+        finally:
+            del in32
+
+    def _float64_on_host(self, idx: int, draw: Any) -> list[Any] | None:
+        """The float64 pass in host memory, where the GPU had no room for it; None where the
+        forward is too costly for the CPU or the host has no room either (or it fails
+        there). The comparison then reads the candidate's and the native outputs into host
+        memory too (``numerics.compare`` compares on the reference's device)."""
+        import torch
+
+        sh = self.shapes[idx]
+        if not self.gpu or host_available_bytes() < comparison_bytes(sh) + 2 * int(
+                sh.get("output_bytes") or 0):
+            return None
+        specs = [ArgSpec.from_dict(s) for s in sh["specs"]]
+        try:
+            with torch.device("meta"):
+                sized = self.mod.Model(*sh["init_args"])
+            if _meta_forward(sized, specs)[0] > _HOST_FLOAT64_FLOPS:
+                return None
+            out = self._float64_pass(idx, draw, "cpu")
+        except Exception:  # noqa: BLE001 - not countable or not runnable there: fp32
+            return None
+        self.reference_note = "float64 in host memory (the GPU had no room for the float64 pass)"
+        return out
 
     def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any],
                         vary: bool = False) -> dict[str, Any]:
@@ -618,7 +686,10 @@ class Reference:
         c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
         del cand, ref64, native
         _release_cached_memory()
-        return {"passed": c.passed, "verdict": "" if c.passed else "wrong", "reason": c.reason,
+        reason = c.reason
+        if self.reference_note:  # a reference other than float64 on the GPU: said, always
+            reason = "; ".join(x for x in (reason, f"reference: {self.reference_note}") if x)
+        return {"passed": c.passed, "verdict": "" if c.passed else "wrong", "reason": reason,
                 "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rmse": c.rmse,
                 "ref_rmse": c.ref_rmse}
 
@@ -711,6 +782,21 @@ def comparison_bytes(shape: dict[str, Any]) -> int:
     in_native, in64 = sum(a for a, _ in ins), sum(b for _, b in ins)
     out_native, out64 = sum(a for a, _ in outs), sum(b for _, b in outs)
     return max(in64 + out64, out64 + in_native + out_native)
+
+
+def host_available_bytes() -> int:
+    """Host memory available to a new allocation (Linux's MemAvailable; else the free
+    pages), 0 where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def keep_slots(free: int, shapes: Sequence[dict[str, Any]]) -> int:

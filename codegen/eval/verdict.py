@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cutegen.codegen.eval.activity import FOREIGN_ABS_US, FOREIGN_FRACTION, Activity, kernel_times
 from cutegen.codegen.evaluation import Stage, Verdict
+from cutegen.codegen.numerics import FP32_REFERENCE
 
 #: An external profiler's re-timing agrees with the observer's busy time within this (µs,
 #: or relative) ...
@@ -295,6 +296,16 @@ def _benchmark(f: RunFacts) -> Decision:
     per_kernel = kernel_times([a.calls[k] for k in f.timed_ks], a.identity)
     return Decision(Stage.BENCHMARK, Verdict.CORRECT, f"correct; {med:.2f} us median",
                     tuple(details), tuple(flags), tuple(samples), busy, per_kernel)
+
+
+def reference_flags(trials: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """``review:fp32_reference`` where any comparison had the task's own fp32 arithmetic for
+    its reference (the reference worker could not compute the float64 one: an op without
+    float64 support, or no room for it): such a verdict rests on a weaker truth, said in
+    the comparison's reason and flagged for whoever reads the result."""
+    if any(FP32_REFERENCE in str(r.get("reason") or "") for _, r in trials):
+        return ["review:fp32_reference"]
+    return []
 
 
 def above_roofline(ext: Any, *, median_us: float, busy_us: float, bound_us: float,

@@ -25,6 +25,7 @@ import torch
 from cutegen.codegen.eval import refworker
 from cutegen.codegen.eval.refworker import Reference
 from cutegen.codegen.inputs import ArgSpec, generate
+from cutegen.codegen.numerics import FP32_REFERENCE
 
 TASK = '''import torch
 import torch.nn as nn
@@ -192,3 +193,74 @@ def test_the_reference_workers_oom_says_how_memory_stood():
     text = oom_reason(61 * gib, int(2.5 * gib), 80 * gib)
     assert "held 61.0 GiB" in text and "2.5 of 80.0 GiB were free" in text
     assert "more memory" in text
+
+
+def _oom_once(ref: Reference, seen: list) -> None:
+    """The first float64 forward runs out of GPU memory (as KernelBench L1 45's 17 GB input
+    did on an 80 GB H100); every forward notes its input's dtype and device."""
+    def check(x):
+        seen.append((x.dtype, x.device.type))
+        if x.dtype == torch.float64 and sum(d == torch.float64 for d, _ in seen) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 GiB")
+    ref.mod.CHECK = check
+
+
+def test_a_float64_pass_without_room_on_the_gpu_runs_in_host_memory(tmp_path, monkeypatch):
+    # before: the out-of-memory error was taken for "an op without float64 support" and the
+    # task's own fp32 arithmetic became the reference, silently
+    ref = _reference(tmp_path, "x.mul_(2)")
+    ref.gpu = True  # a GPU worker whose device has no room left; here, the CPU stands in
+    monkeypatch.setattr(refworker, "host_available_bytes", lambda: 2**40)
+    seen: list = []
+    _oom_once(ref, seen)
+    ref64, native = ref.references(0, seed=13, dist="randn")
+    (x,) = _inputs(ref, 13)
+    assert ref64[0].dtype == torch.float64 and torch.allclose(ref64[0], 2 * x.double())
+    assert torch.equal(native[0], 2 * x)
+    # the GPU's float64 pass (out of memory), its FLOPs counted on the meta device, the
+    # float64 pass in host memory, the native pass
+    assert seen == [(torch.float64, "cpu"), (torch.float32, "meta"), (torch.float64, "cpu"),
+                    (torch.float32, "cpu")]
+    assert "float64 in host memory" in ref.reference_note
+    ref.mod.CHECK = None
+    r = ref.compare_tensors(0, 13, "randn", [2 * x])
+    assert r["passed"] and r["reason"] == ""  # the next call's float64 pass fitted again
+
+
+def test_without_room_anywhere_or_for_a_costly_forward_the_reference_is_fp32_and_says_so(
+        tmp_path, monkeypatch):
+    for room, flops in ((0, 0), (2**40, 10**15)):
+        ref = _reference(tmp_path, "x.mul_(2)")
+        ref.gpu = True
+        monkeypatch.setattr(refworker, "host_available_bytes", lambda room=room: room)
+        monkeypatch.setattr(refworker, "_meta_forward", lambda *a, flops=flops: (flops, 0))
+        seen: list = []
+        _oom_once(ref, seen)
+        ref64, _ = ref.references(0, seed=17, dist="randn")
+        (x,) = _inputs(ref, 17)
+        assert ref64[0].dtype == torch.float32 and torch.equal(ref64[0], 2 * x)
+        assert "fp32 arithmetic" in ref.reference_note and "no room" in ref.reference_note
+        _oom_once(ref, [])
+        r = ref.compare_tensors(0, 17, "randn", [2 * x])
+        assert r["passed"] and f"reference: {FP32_REFERENCE}" in r["reason"]
+
+
+def test_a_float64_op_that_raises_is_named_in_the_comparison(tmp_path):
+    ref = _reference(tmp_path, "if x.dtype == torch.float64:\n"
+                               "            raise RuntimeError('no float64 kernel')")
+    (x,) = _inputs(ref, 19)
+    r = ref.compare_tensors(0, 19, "randn", [x.clone()])
+    assert r["passed"]
+    assert r["reason"] == f"reference: {FP32_REFERENCE} (the float64 pass raised RuntimeError)"
+
+
+def test_an_evaluation_on_an_fp32_reference_is_flagged():
+    from cutegen.codegen.eval.verdict import reference_flags
+
+    fallback = {"passed": True, "reason": f"reference: {FP32_REFERENCE} (the float64 pass "
+                                          "raised RuntimeError)"}
+    assert reference_flags([("main/randn", {"passed": True, "reason": ""}),
+                            ("main/large", fallback)]) == ["review:fp32_reference"]
+    host = {"passed": True, "reason": "reference: float64 in host memory (the GPU had no room "
+                                      "for the float64 pass)"}
+    assert reference_flags([("main/randn", host), ("main/large", {"passed": False})]) == []
