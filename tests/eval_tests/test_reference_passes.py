@@ -20,6 +20,7 @@ import gc
 import weakref
 from pathlib import Path
 
+import pytest
 import torch
 
 from cutegen.codegen.eval import refworker
@@ -264,3 +265,27 @@ def test_an_evaluation_on_an_fp32_reference_is_flagged():
     host = {"passed": True, "reason": "reference: float64 in host memory (the GPU had no room "
                                       "for the float64 pass)"}
     assert reference_flags([("main/randn", host), ("main/large", {"passed": False})]) == []
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_float64_pass_without_room_runs_on_the_host_and_compares_there(
+        tmp_path, monkeypatch):
+    """The same fallback with CUDA tensors: the draw on the GPU, the float64 pass and the
+    comparison (the candidate's output read back) in host memory."""
+    ref = _reference(tmp_path, "x.mul_(2)")
+    ref.gpu, ref.device = True, "cuda"
+    ref.models[0] = ref.models[0].cuda()
+    monkeypatch.setattr(refworker, "host_available_bytes", lambda: 2**40)
+    seen: list = []
+    _oom_once(ref, seen)
+    ref64, native = ref.references(0, seed=23, dist="randn")
+    assert ref64[0].device.type == "cpu" and ref64[0].dtype == torch.float64
+    assert native[0].device.type == "cuda"
+    assert torch.allclose(ref64[0], native[0].double().cpu())
+    _oom_once(ref, [])
+    r = ref.compare_tensors(0, 23, "randn", [native[0].clone()])
+    assert r["passed"] and "float64 in host memory" in r["reason"]
+    wrong = native[0].clone()
+    wrong[0, 0] += 1.0
+    _oom_once(ref, [])
+    assert not ref.compare_tensors(0, 23, "randn", [wrong])["passed"]
