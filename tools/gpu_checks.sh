@@ -26,6 +26,9 @@
 #                  (every bundled task's default, every strategy of the small ones)  ~5
 #   reduce-gpu2    part 2: norms and pooling                                          ~5
 #   strided-gpu    the strided reductions changed on 2026-12-03 and their neighbours  ~2
+#   kb-sweep1      every KernelBench level-1 problem through the CLI, one evaluation each,
+#                  resumable (carry .kb and .bench/bench_kb1.tar.xz from the last call)  n x ~9
+#   kb-sweep2      the same for level 2                                               n x ~9
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
@@ -204,29 +207,36 @@ switch_times() {  # switch_times NAME SWITCH TASK...: kernels per call, the swit
   done
 }
 
-bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE on that GPU
-  local suite=$1 gpu=$2
+bench_resumable() {  # bench_resumable NAME MAX_EVALS BENCH_ARG...: a `cutegen bench` that
+  # resumes across device calls: a store brought from an earlier machine (carry .bench/: the
+  # OUTDIR's bench_NAME.tar.xz, the store with its runs' files, which resuming a run needs)
+  # resumes there, since a fresh machine starts with an empty /tmp and a suite can take more
+  # than one 10-minute call
+  local name=$1 evals=$2
   shift 2
   mkdir -p /tmp/cutegen-bench
-  # a store brought from an earlier machine (carry .bench/: the OUTDIR's bench_SUITE.tar.xz,
-  # the store with its runs' files, which resuming a run needs) resumes there: a fresh
-  # machine starts with an empty /tmp, and a suite can take more than one 10-minute call
-  if [ ! -f "/tmp/cutegen-bench/$suite.db" ]; then
-    if [ -f ".bench/bench_$suite.tar.xz" ]; then
-      tar xJf ".bench/bench_$suite.tar.xz" -C /tmp/cutegen-bench
-    elif [ -f ".bench/$suite.db" ]; then  # the store alone: finished runs are read back,
-      cp ".bench/$suite.db" "/tmp/cutegen-bench/$suite.db"  # unfinished ones cannot resume
+  if [ ! -f "/tmp/cutegen-bench/$name.db" ]; then
+    if [ -f ".bench/bench_$name.tar.xz" ]; then
+      tar xJf ".bench/bench_$name.tar.xz" -C /tmp/cutegen-bench
+    elif [ -f ".bench/$name.db" ]; then  # the store alone: finished runs are read back,
+      cp ".bench/$name.db" "/tmp/cutegen-bench/$name.db"  # unfinished ones cannot resume
     fi
   fi
   local minutes=${BENCH_MINUTES:-8.5}  # a shorter call: BENCH_MINUTES=6
-  step "bench_$suite" "$(python3 -c "print(int($minutes * 60 + 70))")" \
-    $py -m cutegen bench "$suite" --max-evals 4 --max-minutes "$minutes" \
-    --gpu "$gpu" --run-prefix "b-$suite" --resume --db "/tmp/cutegen-bench/$suite.db" \
-    --out "$out/bench_$suite" "$@"
+  step "bench_$name" "$(python3 -c "print(int($minutes * 60 + 70))")" \
+    $py -m cutegen bench --max-evals "$evals" --max-minutes "$minutes" \
+    --run-prefix "b-$name" --resume --db "/tmp/cutegen-bench/$name.db" \
+    --out "$out/bench_$name" "$@"  # last: a step's own --max-evals wins
   $py -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
-    "/tmp/cutegen-bench/$suite.db" "$out/bench_$suite.db" || true  # the store, for reading back
-  (cd /tmp/cutegen-bench && rm -f "$suite.db-wal" "$suite.db-shm" && cp "$out/bench_$suite.db" \
-    "$suite.db" && tar cJf "$out/bench_$suite.tar.xz" "$suite.db" b-"$suite"-*) || true
+    "/tmp/cutegen-bench/$name.db" "$out/bench_$name.db" || true  # the store, for reading back
+  (cd /tmp/cutegen-bench && rm -f "$name.db-wal" "$name.db-shm" && cp "$out/bench_$name.db" \
+    "$name.db" && tar cJf "$out/bench_$name.tar.xz" "$name.db" b-"$name"-*) || true
+}
+
+bench_suite() {  # bench_suite SUITE GPU [OPTION...]: a resumable bench of SUITE on that GPU
+  local suite=$1 gpu=$2
+  shift 2
+  bench_resumable "$suite" 4 "$suite" --gpu "$gpu" "$@"
 }
 
 for s in "$@"; do
@@ -508,6 +518,15 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
             --set l2_hints=$h
         done
       done ;;
+    kb-sweep1|kb-sweep2)  # every KernelBench problem of level 1 / 2 through the CLI at
+      # upstream sizes, one evaluation each, resumable across calls (carry .kb and .bench/
+      # holding the last call's bench_kbL.tar.xz; BENCH_MINUTES per call, 8.5 by default)
+      level=${s#kb-sweep}
+      if [ -d ".kb/level$level" ]; then
+        bench_resumable "kb$level" 1 --kernelbench .kb --level "$level" --no-reports
+      else
+        echo "== $s: no .kb/level$level (carry .kb)" | tee -a "$out/steps.log"
+      fi ;;
     kb-list)  # KernelBench problems named by KB_L1 / KB_L2 (e.g. KB_L1=92,23 KB_L2=59)
       # through the CLI at upstream sizes, one evaluation each, the bench stopping itself
       # after KB_MINUTES (default 4) per level so that its table is written (carry .kb)
