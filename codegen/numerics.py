@@ -43,11 +43,6 @@ K_MAX = 4.0
 #: the 3xTF32 GEMM's rmse 3.3 steps, max 3.5-5.2, torch's CPU fp32 GEMV 3.5 steps, cuBLAS's
 #: GEMV (the task's own reference there) 1.3, so 2x the reference's admitted none of them.
 FP32_STEPS = 8.0
-#: What a comparison's reason says where the reference worker could not compute the float64
-#: reference (an op without float64 support, or no room for it on the GPU nor in host memory)
-#: and the task's own fp32 arithmetic stood in: the evaluation is flagged
-#: ``review:fp32_reference``.
-FP32_REFERENCE = "the task's own fp32 arithmetic"
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,6 @@ from cutegen.codegen.inputs import (
     on_meta,
     spec_of,
 )
-from cutegen.codegen.numerics import FP32_REFERENCE
 
 #: Module-level sizes a task without VERIFY_SHAPES gets its hidden shapes from: the first of
 #: these it defines as an int. KernelBench's matrix products name no batch_size (level 1's
@@ -74,6 +73,10 @@ _CPU_CHECK_FLOPS = 2 * 10**10
 #: machine's CPUs) and the host has room for it; else the task's own fp32 arithmetic is the
 #: reference, and the comparison says so.
 _HOST_FLOAT64_FLOPS = 2 * 10**11
+#: What a comparison's reason says where the task's own fp32 arithmetic stood in for the
+#: float64 reference (its result also carries ``"reference": "fp32"``, which the parent flags
+#: ``review:fp32_reference``).
+FP32_REFERENCE = "the task's own fp32 arithmetic"
 #: Kept copies of outputs may use at most this fraction of the free GPU memory, and at most
 #: half of what is left once the comparisons and the candidate's own use are set aside.
 _SLOT_FRACTION = 0.25
@@ -164,7 +167,10 @@ class Reference:
         self.shapes: list[dict[str, Any]] = []
         self.models: dict[int, Any] = {}
         self.models64: dict[Any, Any] = {}  # shape (or (shape, "cpu")) -> float64 model
-        self.reference_note = ""  # how the last references() took its float64 reference
+        # how the last references() took its truth: "" (float64 on the GPU), "host64" or
+        # "fp32", and the words the comparison's reason gives it
+        self.reference_kind = ""
+        self.reference_note = ""
         self.buffers: dict[int, list[Any]] = {}  # shape -> shared input tensors (or scalars)
         self.current: dict[int, tuple[int, str, bool]] = {}  # shape -> (seed, dist, vary)
         self._allocs: list[int] = []
@@ -594,7 +600,7 @@ class Reference:
         # pass's inputs for the other, and no input copy is held beside the other pass's
         # (the peak is the float64 inputs and outputs, 24 GiB for a 4096 x 393216 softmax;
         # it was 48 with both passes' inputs alive).
-        self.reference_note = ""
+        self.reference_kind = self.reference_note = ""
         ref64: list[Any] | None = None
         failure = ""
         with torch.no_grad():
@@ -611,6 +617,7 @@ class Reference:
                 ref64 = self._float64_on_host(idx, draw)
             if ref64 is None:
                 ref64 = self._float32_pass(model, draw)
+                self.reference_kind = "fp32"
                 self.reference_note = f"{FP32_REFERENCE} (the float64 pass " + (
                     "had no room on the GPU nor in host memory)" if failure == "oom"
                     else f"raised {failure})")
@@ -675,6 +682,7 @@ class Reference:
             out = self._float64_pass(idx, draw, "cpu")
         except Exception:  # noqa: BLE001 - not countable or not runnable there: fp32
             return None
+        self.reference_kind = "host64"
         self.reference_note = "float64 in host memory (the GPU had no room for the float64 pass)"
         return out
 
@@ -690,6 +698,7 @@ class Reference:
         if self.reference_note:  # a reference other than float64 on the GPU: said, always
             reason = "; ".join(x for x in (reason, f"reference: {self.reference_note}") if x)
         return {"passed": c.passed, "verdict": "" if c.passed else "wrong", "reason": reason,
+                "reference": self.reference_kind,
                 "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rmse": c.rmse,
                 "ref_rmse": c.ref_rmse}
 

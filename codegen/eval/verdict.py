@@ -25,7 +25,6 @@ from typing import Any
 
 from cutegen.codegen.eval.activity import FOREIGN_ABS_US, FOREIGN_FRACTION, Activity, kernel_times
 from cutegen.codegen.evaluation import Stage, Verdict
-from cutegen.codegen.numerics import FP32_REFERENCE
 
 #: An external profiler's re-timing agrees with the observer's busy time within this (µs,
 #: or relative) ...
@@ -300,10 +299,10 @@ def _benchmark(f: RunFacts) -> Decision:
 
 def reference_flags(trials: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
     """``review:fp32_reference`` where any comparison had the task's own fp32 arithmetic for
-    its reference (the reference worker could not compute the float64 one: an op without
-    float64 support, or no room for it): such a verdict rests on a weaker truth, said in
-    the comparison's reason and flagged for whoever reads the result."""
-    if any(FP32_REFERENCE in str(r.get("reason") or "") for _, r in trials):
+    its reference (the reference worker's ``"reference": "fp32"``: it could not compute the
+    float64 one, an op without float64 support or no room for it): such a verdict rests on
+    a weaker truth, said in the comparison's reason and flagged for whoever reads it."""
+    if any(r.get("reference") == "fp32" for _, r in trials):
         return ["review:fp32_reference"]
     return []
 

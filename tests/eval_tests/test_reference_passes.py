@@ -24,9 +24,8 @@ import pytest
 import torch
 
 from cutegen.codegen.eval import refworker
-from cutegen.codegen.eval.refworker import Reference
+from cutegen.codegen.eval.refworker import FP32_REFERENCE, Reference
 from cutegen.codegen.inputs import ArgSpec, generate
-from cutegen.codegen.numerics import FP32_REFERENCE
 
 TASK = '''import torch
 import torch.nn as nn
@@ -244,6 +243,7 @@ def test_without_room_anywhere_or_for_a_costly_forward_the_reference_is_fp32_and
         _oom_once(ref, [])
         r = ref.compare_tensors(0, 17, "randn", [2 * x])
         assert r["passed"] and f"reference: {FP32_REFERENCE}" in r["reason"]
+        assert r["reference"] == "fp32"
 
 
 def test_a_float64_op_that_raises_is_named_in_the_comparison(tmp_path):
@@ -258,12 +258,13 @@ def test_a_float64_op_that_raises_is_named_in_the_comparison(tmp_path):
 def test_an_evaluation_on_an_fp32_reference_is_flagged():
     from cutegen.codegen.eval.verdict import reference_flags
 
-    fallback = {"passed": True, "reason": f"reference: {FP32_REFERENCE} (the float64 pass "
-                                          "raised RuntimeError)"}
+    fallback = {"passed": True, "reference": "fp32",
+                "reason": f"reference: {FP32_REFERENCE} (the float64 pass raised RuntimeError)"}
     assert reference_flags([("main/randn", {"passed": True, "reason": ""}),
                             ("main/large", fallback)]) == ["review:fp32_reference"]
-    host = {"passed": True, "reason": "reference: float64 in host memory (the GPU had no room "
-                                      "for the float64 pass)"}
+    host = {"passed": True, "reference": "host64",
+            "reason": "reference: float64 in host memory (the GPU had no room for the float64 "
+                      "pass)"}
     assert reference_flags([("main/randn", host), ("main/large", {"passed": False})]) == []
 
 
@@ -285,6 +286,7 @@ def test_on_the_gpu_the_float64_pass_without_room_runs_on_the_host_and_compares_
     _oom_once(ref, [])
     r = ref.compare_tensors(0, 23, "randn", [native[0].clone()])
     assert r["passed"] and "float64 in host memory" in r["reason"]
+    assert r["reference"] == "host64"
     wrong = native[0].clone()
     wrong[0, 0] += 1.0
     _oom_once(ref, [])
