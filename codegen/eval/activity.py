@@ -128,6 +128,17 @@ def poisoned_sizes(claim: Any) -> tuple[int, ...]:
     return tuple(claim)
 
 
+def prefilled_count(claim: Any, asked: int) -> int:
+    """How many of the ``asked`` prefill blocks the worker says it filled before a call (it
+    stops at the first that finds no room on the GPU). A claim, so bounded: anything but an
+    int from 0 to ``asked`` (or no claim) is taken as all of them, and then blocks it did
+    not fill leave the call's window without its expected leading memsets (a bypassed
+    harness). A true short prefill is flagged (``review:prefill_short``)."""
+    if type(claim) is int and 0 <= claim <= asked:
+        return claim
+    return asked
+
+
 @dataclass(frozen=True, slots=True)
 class CallActivity:
     """The GPU work of one call."""

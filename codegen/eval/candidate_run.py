@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cutegen.codegen.eval.activity import Activity, Window, analyse, identity, poisoned_sizes
+from cutegen.codegen.eval.activity import (
+    Activity,
+    Window,
+    analyse,
+    identity,
+    poisoned_sizes,
+    prefilled_count,
+)
 from cutegen.codegen.eval.plan import Call, ShapeInfo, benchmark_plan, verification_plan
 from cutegen.codegen.eval.process import WorkerProcess
 from cutegen.codegen.eval.sandbox import AUDIT_LOST_EXIT
@@ -314,8 +321,11 @@ class CandidateRun:
         t0 = time.monotonic_ns()
         self.w.proc.send_line(cmd)
         msg, t1 = self._await("done", limit=o.run_timeout_s)
+        filled = prefilled_count(msg.get("prefilled"), len(prefill))
+        if filled < len(prefill):
+            f.prefill_short.append(c.k)
         self.st.windows.append(Window(c.k, t0, t1, (*poisoned_sizes(msg.get("poisoned")),
-                                                    *prefill, o.flush_mb * 2**20)))
+                                                    *prefill[:filled], o.flush_mb * 2**20)))
         ev_us = msg.get("event_us")
         if isinstance(ev_us, (int, float)):
             f.events_us[c.k] = float(ev_us)

@@ -205,9 +205,10 @@ class LocalEvaluator:
                                      "runs": o.bench_runs, "flush_bytes": o.flush_mb * 2**20,
                                      "seed0": secrets.randbits(40), "dist": "randn",
                                      "compile": True}, timeout=1800)
-                cached = {k: got.get(k) for k in ("eager", "compiled", "compiled_error")}
+                cached = {k: got.get(k) for k in ("eager", "compiled", "compiled_error",
+                                                  "eager_error")}
                 cached["method"] = "observer"
-                if self.baseline_cache:
+                if self.baseline_cache and cached.get("eager"):  # a failed one is not kept
                     self.baseline_cache.put(self.task.sha256, fp, cached)
             self._baselines = cached
         b = self._baselines
@@ -412,6 +413,9 @@ class LocalEvaluator:
         flags += _verdict.reference_flags(f.trial_results)
         details = [plain_text(x) for x in d.details]
         details += run.st.notes
+        if d.stage == Stage.BENCHMARK and self._baselines and self._baselines.get("eager_error"):
+            details.append(f"eager baseline failed (no speed-up is given): "
+                           f"{self._baselines['eager_error']}")
         if comp_err:
             details.append(f"torch.compile baseline failed: {comp_err}")
         if info.get("note"):

@@ -45,6 +45,7 @@ from cutegen.codegen.inputs import (
     generate,
     itemsize,
     on_meta,
+    refill,
     spec_of,
 )
 
@@ -463,14 +464,13 @@ class Reference:
         import torch
 
         vary = vary and self.vary_scalars
-        fresh = self._draw(shape, seed, dist, vary)
-        scalars = {k: v for k, (sp, v) in enumerate(zip(self.shapes[shape]["specs"], fresh,
-                                                        strict=True))
-                   if sp.get("kind") == "value"}
-        for dst, src in zip(self.buffers[shape], fresh, strict=True):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
-        del fresh
+        specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
+        # drawn straight into the shared buffers: no input-sized copy beside them
+        args = refill(self.buffers[shape], specs, seed=seed, distribution=dist,
+                      vary_scalars=vary)
+        scalars = {k: v for k, (sp, v) in enumerate(zip(specs, args, strict=True))
+                   if sp.kind == "value"}
+        del args
         if self.gpu:
             torch.cuda.synchronize()
         self.current[shape] = (seed, dist, vary)
@@ -728,7 +728,11 @@ class Reference:
         from cutegen.codegen.eval.activity import Identity, Window, analyse
 
         specs = [ArgSpec.from_dict(s) for s in self.shapes[0]["specs"]]
-        inputs = generate(specs, seed=seed0, distribution=dist, device="cuda")
+        # the main shape's shared buffers (no candidate maps them now), each call's inputs
+        # drawn into them: KernelBench L1 45's 16 GiB input had its own copy and a fresh
+        # draw beside the buffers here, and ran an 80 GB GPU out of memory
+        inputs = self.buffers[0]
+        self.current.pop(0, None)  # they no longer hold a candidate's call's inputs
         flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
         model = self.models[0]
         out: dict[str, Any] = {}
@@ -737,11 +741,7 @@ class Reference:
             observer.drain()
             windows = []
             for i in range(-warmup, runs):
-                fresh = generate(specs, seed=seed0 + 1000 + i, distribution=dist, device="cuda")
-                for dst, src in zip(inputs, fresh, strict=True):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src)
-                del fresh
+                refill(inputs, specs, seed=seed0 + 1000 + i, distribution=dist)
                 torch.cuda.synchronize()
                 t0 = time.monotonic_ns()
                 _memset(flush)
@@ -758,7 +758,14 @@ class Reference:
                 raise RuntimeError("the observer saw no GPU work in a baseline call")
             return [float(s) for s in spans if s is not None]
 
-        out["eager"] = timed(lambda: model(*inputs))
+        try:
+            out["eager"] = timed(lambda: model(*inputs))
+        except torch.OutOfMemoryError as e:
+            # the candidate is still evaluated; its speed-ups are not (nor kept as the task's)
+            _release_cached_memory(0)
+            out["eager_error"] = f"OutOfMemoryError: {e}"[:2000]
+            out["compiled_error"] = "not timed: the eager forward ran out of GPU memory"
+            return out
         if with_compile:
             try:
                 torch._dynamo.reset()

@@ -86,6 +86,8 @@ class RunFacts:
     #: calls at a shape whose result, by the reference worker, has no elements (a hidden batch
     #: of 1 that a ``[:-1]`` cuts to none): nothing to compute, so no kernel is owed there
     empty_ks: frozenset[int] = frozenset()
+    #: calls whose prefill the worker says stopped short for want of GPU memory
+    prefill_short: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +292,12 @@ def _benchmark(f: RunFacts) -> Decision:
         flags.append("review:kernel_identity_unverified")
         details.append("no module records: CuTe kernels were identified by the names the "
                        "candidate's process reported")
+    if f.prefill_short:
+        flags.append("review:prefill_short")
+        details.append(f"the memory filled before a call (so that an output left unwritten "
+                       f"reads as garbage) fell short of the harness's blocks in "
+                       f"{len(f.prefill_short)} call(s): no room on the GPU beside the task's "
+                       f"inputs and the candidate's own memory")
     busy = tuple(a.calls[k].cute_us + a.calls[k].foreign_us + a.calls[k].benign_us
                  for k in f.timed_ks)
     per_kernel = kernel_times([a.calls[k] for k in f.timed_ks], a.identity)

@@ -197,3 +197,27 @@ def test_the_worker_fills_only_free_blocks_of_the_default_pool():
     assert free_blocks(snapshot) == [(1600, 400), (50000, 3000)]
     assert free_blocks(snapshot, limit=1) == [(50000, 3000)]  # the largest first
     assert free_blocks([]) == []
+
+
+def test_a_prefill_without_room_is_a_bounded_claim_and_a_flag():
+    """KernelBench L1 34 (a 7 GiB output) on an 80 GB H100: the worker's third prefill
+    block (twice the output) found no room and the evaluation ended ``oom`` before any
+    candidate ran; now the worker fills the blocks that fit and says how many, a claim
+    bounded by prefilled_count, and the evaluation is flagged."""
+    from cutegen.codegen.eval.activity import prefilled_count
+    from cutegen.codegen.eval.verdict import RunFacts, decide
+
+    assert prefilled_count(2, 3) == 2 and prefilled_count(0, 3) == 0
+    for bad in (None, 4, -1, 2.0, True, "1", [1]):
+        assert prefilled_count(bad, 3) == 3, bad  # taken as all: unfilled ones are missed
+    w, ops = _call(0, 0, prefill=(512, 4096))
+    short = Window(0, w.t0_ns, w.t1_ns, (512, FLUSH))  # the memsets of a two-block claim
+    assert not analyse(ops[:1] + ops[2:], [w], _ident(CUTE)).calls[0].harness_ok
+    assert analyse(ops[:1] + ops[2:], [short], _ident(CUTE)).calls[0].harness_ok
+    act = analyse(ops, [w], _ident(CUTE))
+    base = dict(trial_results=[("main/t0", {"passed": True})], kernel_names=[CUTE],
+                finished=True, benchmarked=True, activity=act, timed_ks=(0,),
+                events_us={0: 1e6}, sol_us=0.001)
+    assert "review:prefill_short" not in decide(RunFacts(**base)).flags
+    d = decide(RunFacts(**base, prefill_short=[0]))
+    assert "review:prefill_short" in d.flags and d.verdict.value == "correct"

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cutegen.codegen.eval import refworker
 from cutegen.codegen.eval.refworker import FP32_REFERENCE, Reference
-from cutegen.codegen.inputs import ArgSpec, generate
+from cutegen.codegen.inputs import ArgSpec, generate, refill
 
 TASK = '''import torch
 import torch.nn as nn
@@ -291,3 +292,77 @@ def test_on_the_gpu_the_float64_pass_without_room_runs_on_the_host_and_compares_
     wrong[0, 0] += 1.0
     _oom_once(ref, [])
     assert not ref.compare_tensors(0, 23, "randn", [wrong])["passed"]
+
+
+# -- the inputs drawn where they live ---------------------------------------------------------
+# KernelBench L1 45 (16 x 64 x 2048 x 2048 fp32, 16 GiB) ended its run on an 80 GB H100
+# (2026-12-06): the baselines held an input of their own and a fresh draw beside the shared
+# buffers, and every prepared call drew a 16 GiB copy before writing it into its buffer.
+
+class _NewTensors(TorchDispatchMode):
+    """The element counts of the tensors ops return in memory other than ``own``'s."""
+
+    def __init__(self, own: list) -> None:
+        super().__init__()
+        self.own = {t.untyped_storage().data_ptr() for t in own}
+        self.sizes: list[int] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.own:
+                self.sizes.append(t.numel())
+        return out
+
+
+@pytest.mark.parametrize("dist", ["randn", "randn_mean3", "uniform", "large", "small",
+                                  "negative", "zeros"])
+def test_refill_draws_fp32_and_integer_inputs_into_their_own_memory(dist):
+    specs = [ArgSpec("tensor", (64, 33), "float32"), ArgSpec("tensor", (40,), "int64", 0, 9),
+             ArgSpec("value", value=1.5), ArgSpec("tensor", (17,), "bfloat16")]
+    want = generate(specs, seed=4, distribution=dist, device="cpu", vary_scalars=True)
+    bufs = [torch.full((64, 33), 7.0), torch.zeros(40, dtype=torch.int64), 1.5,
+            torch.zeros(17, dtype=torch.bfloat16)]
+    with _NewTensors([bufs[0], bufs[1]]) as seen:
+        got = refill(bufs, specs, seed=4, distribution=dist, vary_scalars=True)
+    assert 64 * 33 not in seen.sizes and 40 not in seen.sizes  # before: a fresh draw each
+    assert got[0] is bufs[0] and got[1] is bufs[1] and got[3] is bufs[3]
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert got[2] != 1.5  # the varied scalar, as generate gives it
+
+
+def test_a_prepared_call_draws_its_inputs_into_the_shared_buffer(tmp_path):
+    ref = _reference(tmp_path)
+    ref.buffers[0] = [torch.empty(6, 5)]  # on the GPU, the dedicated shared allocation
+    with _NewTensors(ref.buffers[0]) as seen:
+        ref.prepare(0, seed=12, dist="large")
+    assert 30 not in seen.sizes  # before: the draw, then a copy into the buffer
+    assert torch.equal(ref.buffers[0][0], _inputs_of(ref, 12, "large")[0])
+    assert ref._inputs_intact(0) == ""
+
+
+def _inputs_of(ref: Reference, seed: int, dist: str) -> list:
+    specs = [ArgSpec.from_dict(s) for s in ref.shapes[0]["specs"]]
+    return generate(specs, seed=seed, distribution=dist, device="cpu")
+
+
+class _NoRecords:
+    def drain(self) -> list:
+        return []
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_baseline_without_room_is_said_and_the_run_goes_on(tmp_path):
+    """Before: the eager forward's out-of-memory error ended the run (an infrastructure
+    error); now the baselines say it and the candidate's evaluation stands without them."""
+    ref = _reference(tmp_path, "raise torch.OutOfMemoryError('CUDA out of memory')")
+    ref.gpu, ref.device = True, "cuda"
+    ref.models[0] = ref.models[0].cuda()
+    ref.buffers[0] = [torch.empty(6, 5, device="cuda")]
+    ref.current[0] = (3, "randn", False)
+    got = ref.baselines(warmup=1, runs=2, flush_bytes=2**20, seed0=5, dist="randn",
+                        with_compile=True, observer=_NoRecords())
+    assert "eager" not in got and got["eager_error"].startswith("OutOfMemoryError")
+    assert "not timed" in got["compiled_error"]
+    assert 0 not in ref.current  # the buffers no longer hold that call's inputs
