@@ -43,6 +43,7 @@ from cutegen.codegen.inputs import (
     FLOAT_DTYPES,
     ArgSpec,
     generate,
+    generate_float64,
     itemsize,
     on_meta,
     refill,
@@ -68,8 +69,9 @@ _CPU_CHECK_BYTES = 2**28
 #: 12.7 GB of this process on a compile-only run).
 _CPU_CHECK_FLOPS = 2 * 10**10
 #: Where the GPU has no room for a call's float64 pass (KernelBench L1 45's 17 GB input: its
-#: float64 copy and the fp32 draw it is made from, 51 GB, beside the 36 GB of shared input
-#: buffers, on an 80 GB H100), it runs in host memory if the forward is at most this many
+#: float64 copy and the fp32 draw it was made from, 51 GB, beside the 36 GB of shared input
+#: buffers, on an 80 GB H100; the float64 inputs are now drawn without the fp32 copy), it
+#: runs in host memory if the forward is at most this many
 #: FLOPs (matrix products and convolutions, counted on the meta device: seconds on the GPU
 #: machine's CPUs) and the host has room for it; else the task's own fp32 arithmetic is the
 #: reference, and the comparison says so.
@@ -603,9 +605,14 @@ class Reference:
         self.reference_kind = self.reference_note = ""
         ref64: list[Any] | None = None
         failure = ""
+        def draw64() -> list[Any]:  # the same values widened, no fp32 copy beside them
+            specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
+            return generate_float64(specs, seed=seed, distribution=dist, device=self.device,
+                                    vary_scalars=vary)
+
         with torch.no_grad():
             try:
-                ref64 = self._float64_pass(idx, draw, None)
+                ref64 = self._float64_pass(idx, draw64, None)
             except torch.OutOfMemoryError:
                 failure = "oom"
             except Exception as e:  # noqa: BLE001 - an op without float64 support: float32
@@ -627,8 +634,8 @@ class Reference:
         return ref64, native
 
     def _float64_pass(self, idx: int, draw: Any, device: str | None) -> list[Any]:
-        """The forward in float64 on inputs drawn afresh, on ``device`` (None: the GPU, or
-        wherever the task's tensors are)."""
+        """The forward in float64 on inputs drawn afresh by ``draw`` (perhaps already in
+        float64), on ``device`` (None: the GPU, or wherever the task's tensors are)."""
         import torch
 
         key: Any = idx if device is None else (idx, device)

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from cutegen.codegen.eval import refworker
 from cutegen.codegen.eval.refworker import FP32_REFERENCE, Reference
-from cutegen.codegen.inputs import ArgSpec, generate, refill
+from cutegen.codegen.inputs import ArgSpec, generate, generate_float64, refill
 
 TASK = '''import torch
 import torch.nn as nn
@@ -300,18 +300,22 @@ def test_on_the_gpu_the_float64_pass_without_room_runs_on_the_host_and_compares_
 # buffers, and every prepared call drew a 16 GiB copy before writing it into its buffer.
 
 class _NewTensors(TorchDispatchMode):
-    """The element counts of the tensors ops return in memory other than ``own``'s."""
+    """The element counts (and dtypes) of the tensors ops return in memory other than
+    ``own``'s or one already seen (a view, or a value written in place)."""
 
     def __init__(self, own: list) -> None:
         super().__init__()
-        self.own = {t.untyped_storage().data_ptr() for t in own}
+        self.seen = {t.untyped_storage().data_ptr() for t in own}
         self.sizes: list[int] = []
+        self.new: list[tuple[torch.dtype, int]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.own:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.seen:
+                self.seen.add(t.untyped_storage().data_ptr())
                 self.sizes.append(t.numel())
+                self.new.append((t.dtype, t.numel()))
         return out
 
 
@@ -366,3 +370,51 @@ def test_on_the_gpu_a_baseline_without_room_is_said_and_the_run_goes_on(tmp_path
     assert "eager" not in got and got["eager_error"].startswith("OutOfMemoryError")
     assert "not timed" in got["compiled_error"]
     assert 0 not in ref.current  # the buffers no longer hold that call's inputs
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_refill_draws_what_generate_draws():
+    """The input check and the native pass draw with ``generate``; the buffers are filled by
+    ``refill`` and the float64 pass draws with ``generate_float64``: on the GPU too they must
+    hold the same values, bit for bit, or every candidate would look like it changed its
+    inputs (or be judged against other inputs)."""
+    specs = [ArgSpec("tensor", (300, 1001), "float32"), ArgSpec("tensor", (77,), "int32", -5, 9),
+             ArgSpec("tensor", (33, 3), "bfloat16"), ArgSpec("tensor", (5,), "bool")]
+    for dist in ("randn", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
+        want = generate(specs, seed=11, distribution=dist, device="cuda")
+        bufs = [torch.empty(300, 1001, device="cuda"),
+                torch.empty(77, dtype=torch.int32, device="cuda"),
+                torch.empty(33, 3, dtype=torch.bfloat16, device="cuda"),
+                torch.empty(5, dtype=torch.bool, device="cuda")]
+        got = refill(bufs, specs, seed=11, distribution=dist)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), dist
+        wide = generate_float64(specs, seed=11, distribution=dist, device="cuda")
+        assert all(torch.equal(a.double() if a.is_floating_point() else a, b)
+                   for a, b in zip(want, wide, strict=True)), dist
+
+
+def test_the_float64_pass_draws_its_inputs_in_float64_memory(tmp_path):
+    """KernelBench L1 45 (16 GiB fp32 input): the float64 pass held the fp32 draw beside its
+    float64 copy, 48 GiB, and on an 80 GB H100 went to host memory; now the fp32 values
+    are drawn inside the float64 memory and widened there (the native pass still draws
+    its own fp32 inputs, after the float64 ones are let go)."""
+    ref = _reference(tmp_path, "x = x.sum(dim=0)")
+    with _NewTensors([]) as seen:
+        ref64, native = ref.references(0, seed=8, dist="randn_mean3")
+    assert seen.new.count((torch.float32, 30)) == 1  # before: 2 (the float64 pass's draw)
+    (x,) = _inputs_of(ref, 8, "randn_mean3")
+    assert torch.equal(ref64[0], x.double().sum(dim=0))
+    assert torch.equal(native[0], x.sum(dim=0))
+
+
+@pytest.mark.parametrize("shape", [(1,), (2,), (3,), (7, 5), (0, 4), (1001,), (64, 33, 3)])
+def test_float64_inputs_are_the_inputs_widened(shape):
+    specs = [ArgSpec("tensor", shape, "float32"), ArgSpec("tensor", (9,), "int64", 0, 5),
+             ArgSpec("value", value=2.0), ArgSpec("tensor", (5,), "bfloat16")]
+    for dist in ("randn", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
+        want = generate(specs, seed=3, distribution=dist, device="cpu", vary_scalars=True)
+        got = generate_float64(specs, seed=3, distribution=dist, device="cpu",
+                               vary_scalars=True)
+        assert got[2] == want[2] and torch.equal(got[1], want[1])
+        for k in (0, 3):  # the bf16 one rounded to bf16 first, as the task sees it
+            assert got[k].dtype == torch.float64 and torch.equal(got[k], want[k].double())
