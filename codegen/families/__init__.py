@@ -25,7 +25,9 @@ layout and alignment allow):
   row (L1 / L2 normalisation), one kernel class per op over a shared body
   (:mod:`.rowops`; strategies ``auto``, ``registers``, ``cluster``, ``looped``);
 * ``strided``: the same reductions over a middle run of dims, x viewed (B, R, C) and R walked
-  with coalesced loads (norms over the channel dim mapped back over it);
+  with coalesced loads (norms over the channel dim mapped back over it; where C is too narrow
+  for 128-bit accesses, a sum, mean, amax or amin reads f rows of R as one row, then merges
+  each column's f partials: knob ``s_fold``);
 * ``reduce_map``: a statistic over every element or two runs of dims, mapped back
   (x / ||x||_F, batch centring): the statistic, then a pointwise pass;
 * ``batchnorm``: batch norm with batch statistics (Welford partials, a per-channel merge,

@@ -22,7 +22,9 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16", "int64": "torch.int64"}
 #: The strided kernel's knobs (TUNABLES, TUNABLE_CHOICES); ``strategy``: "auto" (cut R into
 #: slices when the columns leave the GPU short of CTAs; a map keeps a thread's rows in
-#: registers when they fit), "no_split" (never cut R), "reload" (a map reads x twice).
+#: registers when they fit), "no_split" (never cut R), "reload" (a map reads x twice). A plan
+#: that may fold (:func:`foldable`) adds ``s_fold``: "auto" (fold rows of R where C is too
+#: narrow for full-width accesses) or "off".
 STRIDED_KNOBS = ({"strategy": "auto", "s_cols": 32, "s_threads": 256, "s_unroll": 4,
                   "keep_vals": 64, "vec_bits": 128},
                  {"strategy": ["auto", "no_split", "reload"], "s_cols": [8, 16, 32, 64],
@@ -38,9 +40,30 @@ ROW_STAGE_KNOBS = ({"vals_per_thread": 32, "cta_threads": 128, "max_cta_threads"
                     "unroll": [1, 2, 4]})
 
 
+#: Reductions whose results over parts of R merge into the whole: op -> the op of the
+#: second pass of a folded plan (a mean's parts are its sums divided by the whole count).
+FOLDS = {"sum": "sum", "mean": "sum", "amax": "amax", "amin": "amin"}
+
+
+def foldable(plan: Plan) -> bool:
+    """Whether a strided plan may fold rows of R into one row of a first pass (``_fold_rows``
+    in ``strided_fold.py.tmpl``): a one-stage reduction in :data:`FOLDS` whose prologue
+    reads x and values alone and whose epilogue reads per-column operands and values (the
+    first pass sees a (B, R / f, f * C) view, the second one the (B, f, C) partials)."""
+    if (plan.family != "strided" or plan.op not in FOLDS or plan.param("map")
+            or plan.param("layout") == "two_stage"):
+        return False
+    pro = [plan.leaf(n) for n in plan.prologue.leaves() if n != plan.main]
+    epi = [plan.leaf(n) for n in plan.epilogue.leaves() if n != plan.main]
+    return (all(lf.kind in ("scalar", "value") for lf in pro)
+            and all(lf.kind in ("col", "scalar", "value") for lf in epi))
+
+
 def strided_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of a strided plan's file."""
     values, choices = (dict(d) for d in STRIDED_KNOBS)
+    if foldable(plan):
+        values["s_fold"], choices["s_fold"] = "auto", ["auto", "off"]
     if not plan.param("map"):
         del values["keep_vals"], choices["keep_vals"]
         choices["strategy"] = ["auto", "no_split"]
@@ -149,9 +172,24 @@ def strided_parts(plan: Plan) -> tuple[list[str], list[str], str]:
                              doc="The fused prologue: the value the kernel's op consumes."),
               chain_function("_epilogue", plan.epilogue, ops.access, epilogue=True,
                              doc="The fused epilogue, applied to the op's result y.")]
-    lines.append(f"_strided_launch({spec.cls}, _prologue, _epilogue, [{', '.join(ops.vec)}], "
-                 f"{_kinds(ops)!r}, [{', '.join(ops.rows)}], {ops.kinds()}, "
-                 f"[{', '.join(ops.scalars)}], {view}, {need_stats!r}, {need_out!r}, "
-                 f"opts={opts!r} + ((\"count\", {count}),))")
-    lines.append("return out")
+    rows = f"[{', '.join(ops.rows)}], {ops.kinds()}, [{', '.join(ops.scalars)}]"
+    launch = (f"_strided_launch({spec.cls}, _prologue, _epilogue, [{', '.join(ops.vec)}], "
+              f"{_kinds(ops)!r}, {rows}, {view}, {need_stats!r}, {need_out!r}, "
+              f"opts={opts!r} + ((\"count\", {count}),))")
+    if not foldable(plan):
+        lines += [launch, "return out"]
+        return funcs, body, "\n".join(lines)
+    # rows of R folded into the first pass's rows where C is too narrow for wide accesses
+    second = STRIDED_OPS[FOLDS[plan.op]]
+    body.append(render_template("strided_fold", {}, {}))
+    lines += ["f = _fold_rows(B, R, C, main)",
+              "if f == 1:", f"    {launch}", "    return out",
+              "part = _empty((B, f * C), dtype=torch.float32, device=main.device)",
+              f"_strided_launch({spec.cls}, _prologue, _ident_epi, [main.view(B, R // f, f * C)], "
+              f"('full',), {rows}, part, (True,), (True,), opts={opts!r} + ((\"count\", R),))",
+              f"_strided_launch({second.cls}, _ident_pro, _epilogue, "
+              f"[{', '.join(['part.view(B, f, C)'] + ops.vec[1:])}], {_kinds(ops)!r}, {rows}, "
+              f"{view}, {need_stats!r}, {need_out!r}, "
+              f"opts={second.opts(plan)!r} + ((\"count\", f),))",
+              "return out"]
     return funcs, body, "\n".join(lines)

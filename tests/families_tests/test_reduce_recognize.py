@@ -73,6 +73,9 @@ REDUCE_EXTRA = {
     # compensated fp32 sums past an inf (2026-12-03, ninth session)
     "sum_rows_inf_fp32": ("row", "sum", "gt, where", "-", {}),
     "sum_dim1_inf_fp32": ("strided", "sum", "gt, where", "-", {"dims": (1,)}),
+    # odd columns, folded rows (2026-12-06, twenty-ninth session)
+    "sum_dim1_oddcols_fp32": ("strided", "sum", "-", "-", {"dims": (1,), "keepdim": True}),
+    "mean_dim1_oddcols_bf16": ("chain", "mean+pointwise", "-", "-", {}),
 }
 
 

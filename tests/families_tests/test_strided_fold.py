@@ -1,0 +1,136 @@
+"""The strided family's fold, its host path emulated on the CPU: where C is too narrow for
+full-width accesses (KernelBench L1 47 to 49 and 53: (128, 4096, 4095) fp32, one 4-byte load
+a thread, 0.81 to 0.92x eager on an H100), x (B, R, C) is read as (B, R / f, f * C) by a
+first pass writing fp32 partials, and a second pass over their (B, f, C) view merges each
+column's f of them.
+
+No GPU here: the rendered candidate's ``ModelNew`` runs on the CPU with the kernel compile
+replaced by the kernel object and the launch by an emulation of its contract (x read as
+(n_b, R, C) from its pointer, one value per (b, column) written as the op's value), so what is
+checked is what the host decides: the views, the fold factor, the partials, the counts and
+the ops of the two passes, against the task's own reference at several shapes. The kernels
+themselves are the family's (compiled for sm_90a in test_reduce_compile.py)."""
+
+from importlib.util import find_spec
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
+                                reason="nvidia-cutlass-dsl missing")
+
+
+def _int(v) -> int:
+    v = getattr(v, "vals", v)
+    return int(getattr(v, "value", v))
+
+
+class _Emulator:
+    def __init__(self, cand):
+        self.cand = cand
+        self.at: dict[int, torch.Tensor] = {}
+        self.launches: list = []
+
+    def keep(self, t: torch.Tensor) -> torch.Tensor:
+        self.at[t.data_ptr()] = t
+        return t
+
+    def empty(self, *size, **kw):
+        size = size[0] if size and isinstance(size[0], (tuple, list, torch.Size)) else size
+        return self.keep(torch.full(tuple(size), float("nan"), **kw))
+
+    def flat(self, ptr) -> torch.Tensor:
+        addr = self.cand._PTR_INFO[id(ptr)][2]
+        for start, t in self.at.items():
+            size = t.numel() * t.element_size()
+            if start <= addr < start + max(size, 1):
+                return t.reshape(-1)[(addr - start) // t.element_size():]
+        raise AssertionError(f"no buffer holds address {addr:#x}")
+
+    def go(self, fn, vptrs, rptrs, o_ptr, n_b, scalars, stream):
+        op = fn[1]
+        b = _int(n_b)
+        kind = type(op).__name__
+        assert op.splits == 1 and not op.writes, "the tests run unsplit reductions"
+        self.launches.append((kind, op.R, op.C, op.vec, op.prologue.__name__,
+                              op.epilogue.__name__, dict(op.opts)))
+        x = self.flat(vptrs[0])[:b * op.R * op.C].view(b, op.R, op.C).double()
+        if kind == "SumStrided":
+            y = x.sum(1) / (op.count if op.opts.get("mean") else 1.0)
+        else:
+            assert kind == "ExtremeStrided"
+            y = x.amax(1) if op.opts.get("largest") else x.amin(1)
+        out = self.flat(o_ptr)
+        out[:b * op.C] = y.reshape(-1).to(out.dtype)
+
+
+def _model_new(tmp_path, name, monkeypatch, **tunables):
+    import _cutegen_famdata as fd  # registered by conftest.py
+
+    cand = fd.rendered_module(tmp_path, name, strategy="no_split", **tunables)
+    emu = _Emulator(cand)
+    monkeypatch.setattr(cand, "REPLAY", False, raising=False)
+    monkeypatch.setattr(cand, "_empty", emu.empty)
+    monkeypatch.setattr(cand, "_compile", lambda op, *a, **k: ("emulated", op))
+    monkeypatch.setattr(cand, "_go", emu.go)
+    monkeypatch.setattr(cand, "_stream", lambda: None)
+    monkeypatch.setattr(cand, "_strided_compiled", {})
+    return cand, emu
+
+
+@pytest.mark.parametrize("shape, fold", [
+    ((3, 512, 4095), 4),  # L1 47's columns: 4 rows make 16380, a multiple of 4
+    ((5, 256, 4094), 2),  # even: 2 rows are enough
+    ((1, 4096, 4095), 4),  # the hidden batch of 1
+    ((3, 510, 4095), 1),  # 4 does not divide R, and 2 rows are not full width: one pass
+    ((3, 509, 4095), 1),  # no f divides R: one pass, as before
+    ((2, 4096, 1023), 4),  # the task's own columns, R much longer
+    ((4, 512, 4096), 1),  # full width already
+    ((2, 64, 33), 1),  # too little data to repay a second launch
+])
+def test_a_folded_sum_is_the_sum_over_r(tmp_path, monkeypatch, shape, fold):
+    cand, emu = _model_new(tmp_path, "sum_dim1_oddcols_fp32", monkeypatch)
+    x = emu.keep(torch.randn(*shape))
+    got = cand.ModelNew(1)(x)
+    want = torch.sum(x.double(), dim=1, keepdim=True)
+    assert got.shape == want.shape and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    b, r, c = shape
+    if fold == 1:
+        assert [launch[1:3] for launch in emu.launches] == [(r, c)]
+        return
+    first, second = emu.launches
+    assert first[:6] == ("SumStrided", r // fold, fold * c, 4, "_prologue", "_ident_epi")
+    assert second[:3] + second[4:6] == ("SumStrided", fold, c, "_ident_pro", "_epilogue")
+    assert second[6]["count"] == fold
+
+
+def test_the_fold_can_be_turned_off(tmp_path, monkeypatch):
+    cand, emu = _model_new(tmp_path, "sum_dim1_oddcols_fp32", monkeypatch, s_fold="off")
+    x = emu.keep(torch.randn(3, 512, 4095))
+    torch.testing.assert_close(cand.ModelNew(1)(x), torch.sum(x, 1, keepdim=True),
+                               rtol=1e-5, atol=1e-5)
+    assert [launch[1:4] for launch in emu.launches] == [(512, 4095, 1)]
+
+
+def test_a_folded_mean_divides_by_all_of_r_once(tmp_path, monkeypatch):
+    """The first pass's partials are sums over R / f rows divided by R (the mean's count);
+    the second pass sums them (no mean): x's scale runs in the first, the bias after."""
+    cand, emu = _model_new(tmp_path, "mean_dim1_oddcols_bf16", monkeypatch)
+    launches = []
+    # the prologue (x * 2) and the chain's pointwise stage are CuTe code: record, do not run
+    monkeypatch.setattr(cand, "_go", lambda fn, *a: launches.append(fn[1]))
+    x = emu.keep(torch.randn(8, 512, 1535, dtype=torch.bfloat16))
+    cand.ModelNew(1535)(x)
+    first, second = launches[:2]
+    assert (type(first).__name__, first.R, first.C, first.vec) == ("SumStrided", 64, 8 * 1535, 8)
+    assert first.opts.get("mean") and first.count == 512
+    assert first.prologue.__name__.endswith("_prologue") and first.epilogue.__name__ == "_ident_epi"
+    assert (second.R, second.C, second.opts.get("mean", False)) == (8, 1535, False)
+    assert second.prologue.__name__ == "_ident_pro"
+
+
+def test_which_plans_fold():
+    from cutegen.codegen.families.render_strided import FOLDS
+
+    assert FOLDS == {"sum": "sum", "mean": "sum", "amax": "amax", "amin": "amin"}
