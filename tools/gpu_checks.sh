@@ -29,6 +29,10 @@
 #   kb-sweep1      every KernelBench level-1 problem through the CLI, one evaluation each,
 #                  resumable (carry .kb and .bench/bench_kb1.tar.xz from the last call)  n x ~9
 #   kb-sweep2      the same for level 2                                               n x ~9
+#   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, then
+#                  KernelBench L1 47-49, 53 through the CLI (carry .kb)                ~9
+#   mem-gpu        the reference worker's memory changes: their GPU cases, then L1 45 and 34
+#                  through the CLI (carry .kb)                                          ~9
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
@@ -294,6 +298,22 @@ for s in "$@"; do
       # reciprocal, maps' kept rows) and their neighbours, correctness only
       step strided_gpu 200 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
         -p no:cacheprovider -k "r19 and (sum_dim1 or var_dim1 or std_rows or rmsnorm_channels or sum_dims02 or mean_dim1 or amax_dim0)" ;;
+    fold-gpu)  # the strided fold of 2026-12-06 (odd columns read f rows at a time): the two
+      # reduce tasks at every hidden shape, then KernelBench L1 47-49 and 53 through the CLI
+      # (carry .kb), their times against eager
+      step fold_gpu 200 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 2 \
+        -p no:cacheprovider -k "oddcols or sum_dim1_fp32 or mean_dim1_bf16 or amax_dim0"
+      if [ -d .kb/level1 ]; then
+        kb_once kb_fold 330 1 47,48,49,53 4.5
+      fi ;;
+    mem-gpu)  # the reference worker's memory of 2026-12-06 (inputs drawn in place, baselines on
+      # the shared buffers, a prefill that fits, the float64 pass without an fp32 copy): its
+      # GPU cases, then KernelBench L1 45 and 34 through the CLI (carry .kb)
+      step mem_gpu 120 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py -q \
+        -p no:cacheprovider
+      if [ -d .kb/level1 ]; then
+        kb_once kb_mem 420 1 45,34 6
+      fi ;;
     reduce-bench)
       step reduce_bench 560 $py tools/bench_families.py --set reduce --strategies default --calibrate --runs 50 \
         --only sum_dim1,mean_dim1,amax_dim0,argmin_dim1,var_dim1,std_rows,sum_dims02,mean_all,hinge,rmsnorm_channels_fp32,rmsnorm_channels_bf16,l2norm \
