@@ -243,6 +243,58 @@ def rendered_module(tmp_path: Path, name: str, **tunables):
     return mod
 
 
+def launch_int(v) -> int:
+    """A launch argument (a DSL Int32, or a plain int) as an int."""
+    v = getattr(v, "vals", v)
+    return int(getattr(v, "value", v))
+
+
+class HostEmulator:
+    """A rendered candidate's buffers on the CPU, for tests that emulate its kernel launches:
+    the tensors it allocates (``empty``, filled with NaN) or is given (``keep``), found again
+    from a CuTe pointer it built (``flat``). A subclass's ``go(fn, *launch_args)`` stands in
+    for the launch, ``fn`` being ``("emulated", kernel object)``."""
+
+    def __init__(self, cand) -> None:
+        self.cand = cand
+        self.at: dict = {}
+        self.launches: list = []
+
+    def keep(self, t):
+        self.at[t.data_ptr()] = t
+        return t
+
+    def empty(self, *size, **kw):
+        import torch
+
+        size = size[0] if size and isinstance(size[0], (tuple, list, torch.Size)) else size
+        return self.keep(torch.full(tuple(size), float("nan"), **kw))
+
+    def flat(self, ptr):
+        addr = self.cand._PTR_INFO[id(ptr)][2]
+        for start, t in self.at.items():
+            size = t.numel() * t.element_size()
+            if start <= addr < start + max(size, 1):
+                return t.reshape(-1)[(addr - start) // t.element_size():]
+        raise AssertionError(f"no buffer holds address {addr:#x}")
+
+
+def emulated_module(tmp_path: Path, name: str, monkeypatch, emulator: type, compiled: str,
+                    **tunables):
+    """(candidate module, emulator): the task's rendered candidate with its compile replaced
+    by the kernel object, its launch by ``emulator(cand).go`` and its allocations by the
+    emulator's, replay off and ``compiled`` (the module's compile cache) empty."""
+    cand = rendered_module(tmp_path, name, **tunables)
+    emu = emulator(cand)
+    monkeypatch.setattr(cand, "REPLAY", False, raising=False)
+    monkeypatch.setattr(cand, "_empty", emu.empty)
+    monkeypatch.setattr(cand, "_compile", lambda op, *a, **k: ("emulated", op))
+    monkeypatch.setattr(cand, "_go", emu.go)
+    monkeypatch.setattr(cand, "_stream", lambda: None)
+    monkeypatch.setattr(cand, compiled, {})
+    return cand, emu
+
+
 def _globals(path: Path) -> dict:
     out = {}
     for node in ast.parse(path.read_text()).body:

@@ -13,6 +13,7 @@ reference at its hidden shapes."""
 
 from importlib.util import find_spec
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 import torch
 
@@ -20,33 +21,10 @@ pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
 
-def _int(v) -> int:
-    v = getattr(v, "vals", v)
-    return int(getattr(v, "value", v))
+_int = fd.launch_int
 
 
-class _Emulator:
-    def __init__(self, cand):
-        self.cand = cand
-        self.at: dict[int, torch.Tensor] = {}
-        self.launches: list = []
-
-    def keep(self, t: torch.Tensor) -> torch.Tensor:
-        self.at[t.data_ptr()] = t
-        return t
-
-    def empty(self, *size, **kw):
-        return self.keep(torch.full(*size, float("nan"), **kw) if size and isinstance(
-            size[0], tuple) else torch.full(size, float("nan"), **kw))
-
-    def flat(self, ptr) -> torch.Tensor:
-        addr = self.cand._PTR_INFO[id(ptr)][2]
-        for start, t in self.at.items():
-            size = t.numel() * t.element_size()
-            if start <= addr < start + max(size, 1):
-                return t.reshape(-1)[(addr - start) // t.element_size():]
-        raise AssertionError(f"no buffer holds address {addr:#x}")
-
+class _Emulator(fd.HostEmulator):
     def go(self, fn, vptrs, rptrs, o_ptr, n_rows, scalars, stream):
         op = fn[1]
         assert type(op).__name__ == "ScanKernel" and len(vptrs) == 1
@@ -63,23 +41,11 @@ class _Emulator:
 
 
 def _model_new(tmp_path, name, monkeypatch):
-    import _cutegen_famdata as fd  # registered by conftest.py
-
-    cand = fd.rendered_module(tmp_path, name)
-    emu = _Emulator(cand)
-    monkeypatch.setattr(cand, "REPLAY", False, raising=False)
-    monkeypatch.setattr(cand, "_empty", emu.empty)
-    monkeypatch.setattr(cand, "_compile", lambda op, *a, **k: ("emulated", op))
-    monkeypatch.setattr(cand, "_go", emu.go)
-    monkeypatch.setattr(cand, "_stream", lambda: None)
-    monkeypatch.setattr(cand, "_scan_compiled", {})
-    return cand, emu
+    return fd.emulated_module(tmp_path, name, monkeypatch, _Emulator, "_scan_compiled")
 
 
 def _reference(name):
     import importlib.util
-
-    import _cutegen_famdata as fd
 
     spec = importlib.util.spec_from_file_location(f"ref_{name}", fd.task_path(name))
     mod = importlib.util.module_from_spec(spec)

@@ -13,6 +13,7 @@ themselves are the family's (compiled for sm_90a in test_reduce_compile.py)."""
 
 from importlib.util import find_spec
 
+import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 import torch
 
@@ -20,36 +21,11 @@ pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
                                 reason="nvidia-cutlass-dsl missing")
 
 
-def _int(v) -> int:
-    v = getattr(v, "vals", v)
-    return int(getattr(v, "value", v))
 
-
-class _Emulator:
-    def __init__(self, cand):
-        self.cand = cand
-        self.at: dict[int, torch.Tensor] = {}
-        self.launches: list = []
-
-    def keep(self, t: torch.Tensor) -> torch.Tensor:
-        self.at[t.data_ptr()] = t
-        return t
-
-    def empty(self, *size, **kw):
-        size = size[0] if size and isinstance(size[0], (tuple, list, torch.Size)) else size
-        return self.keep(torch.full(tuple(size), float("nan"), **kw))
-
-    def flat(self, ptr) -> torch.Tensor:
-        addr = self.cand._PTR_INFO[id(ptr)][2]
-        for start, t in self.at.items():
-            size = t.numel() * t.element_size()
-            if start <= addr < start + max(size, 1):
-                return t.reshape(-1)[(addr - start) // t.element_size():]
-        raise AssertionError(f"no buffer holds address {addr:#x}")
-
+class _Emulator(fd.HostEmulator):
     def go(self, fn, vptrs, rptrs, o_ptr, n_b, scalars, stream):
         op = fn[1]
-        b = _int(n_b)
+        b = fd.launch_int(n_b)
         kind = type(op).__name__
         assert op.splits == 1 and not op.writes, "the tests run unsplit reductions"
         self.launches.append((kind, op.R, op.C, op.vec, op.prologue.__name__,
@@ -65,17 +41,8 @@ class _Emulator:
 
 
 def _model_new(tmp_path, name, monkeypatch, **tunables):
-    import _cutegen_famdata as fd  # registered by conftest.py
-
-    cand = fd.rendered_module(tmp_path, name, strategy="no_split", **tunables)
-    emu = _Emulator(cand)
-    monkeypatch.setattr(cand, "REPLAY", False, raising=False)
-    monkeypatch.setattr(cand, "_empty", emu.empty)
-    monkeypatch.setattr(cand, "_compile", lambda op, *a, **k: ("emulated", op))
-    monkeypatch.setattr(cand, "_go", emu.go)
-    monkeypatch.setattr(cand, "_stream", lambda: None)
-    monkeypatch.setattr(cand, "_strided_compiled", {})
-    return cand, emu
+    return fd.emulated_module(tmp_path, name, monkeypatch, _Emulator, "_strided_compiled",
+                              strategy="no_split", **tunables)
 
 
 @pytest.mark.parametrize("shape, fold", [
