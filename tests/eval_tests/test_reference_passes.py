@@ -418,3 +418,19 @@ def test_float64_inputs_are_the_inputs_widened(shape):
         assert got[2] == want[2] and torch.equal(got[1], want[1])
         for k in (0, 3):  # the bf16 one rounded to bf16 first, as the task sees it
             assert got[k].dtype == torch.float64 and torch.equal(got[k], want[k].double())
+
+
+def test_an_input_check_without_room_is_an_oom_verdict_not_a_worker_error(tmp_path, monkeypatch):
+    """The check that the candidate left its inputs alone draws them again; where that draw
+    had no room, the exception left the reference worker as an error and ended the search
+    (as the baselines' did for KernelBench L1 45); now it is the call's ``oom``."""
+    ref = _reference(tmp_path)
+    ref.buffers[0] = [torch.empty(6, 5)]
+    ref.prepare(0, seed=2, dist="randn")
+
+    def no_room(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+
+    monkeypatch.setattr(ref, "_draw", no_room)
+    got = ref.take(shape=0, outputs=[], mode="compare", slot=None)
+    assert got["verdict"] == "oom" and not got["passed"]
