@@ -29,8 +29,9 @@
 #   kb-sweep1      every KernelBench level-1 problem through the CLI, one evaluation each,
 #                  resumable (carry .kb and .bench/bench_kb1.tar.xz from the last call)  n x ~9
 #   kb-sweep2      the same for level 2                                               n x ~9
-#   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, then
-#                  KernelBench L1 47-49, 53 through the CLI (carry .kb)                ~9
+#   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, the argmin
+#                  fold's accuracy, KernelBench L1 47-49, 53 through the CLI and 51, 52 timed
+#                  folded and not (carry .kb)                                          ~10
 #   mem-gpu        the reference worker's memory changes: their GPU cases, then L1 45 and 34
 #                  through the CLI (carry .kb)                                          ~9
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
@@ -303,8 +304,16 @@ for s in "$@"; do
       # (carry .kb), their times against eager
       step fold_gpu 200 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 2 \
         -p no:cacheprovider -k "oddcols or sum_dim1_fp32 or mean_dim1_bf16 or amax_dim0"
+      # argmax / argmin's fold is off by default: its correctness on every distribution,
+      # then (carry .kb) L1 51 and 52 timed folded and not
+      step argfold_probe 150 $py tools/accuracy_probe.py \
+        tests/families_tests/reduce_tasks/argmin_dim1_oddcols_fp32.py --set s_fold=auto --seeds 2
       if [ -d .kb/level1 ]; then
         kb_once kb_fold 330 1 47,48,49,53 4.5
+        for f in auto off; do
+          step "argfold_kb_$f" 150 $py tools/host_overhead.py .kb/level1/51_*.py .kb/level1/52_*.py \
+            --calls 20 --set "s_fold=$f"
+        done
       fi ;;
     mem-gpu)  # the reference worker's memory of 2026-12-06 (inputs drawn in place, baselines on
       # the shared buffers, a prefill that fits, the float64 pass without an fp32 copy): its

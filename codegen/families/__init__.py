@@ -27,7 +27,9 @@ layout and alignment allow):
 * ``strided``: the same reductions over a middle run of dims, x viewed (B, R, C) and R walked
   with coalesced loads (norms over the channel dim mapped back over it; where C is too narrow
   for 128-bit accesses, a sum, mean, amax or amin reads f rows of R as one row, then merges
-  each column's f partials: knob ``s_fold``);
+  each column's f partials: knob ``s_fold``; argmax / argmin the same way, their (value,
+  index) statistics merged by the split reductions' finish, off by default until run on a
+  GPU);
 * ``reduce_map``: a statistic over every element or two runs of dims, mapped back
   (x / ||x||_F, batch centring): the statistic, then a pointwise pass;
 * ``batchnorm``: batch norm with batch statistics (Welford partials, a per-channel merge,

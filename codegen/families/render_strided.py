@@ -43,6 +43,11 @@ ROW_STAGE_KNOBS = ({"vals_per_thread": 32, "cta_threads": 128, "max_cta_threads"
 #: Reductions whose results over parts of R merge into the whole: op -> the op of the
 #: second pass of a folded plan (a mean's parts are its sums divided by the whole count).
 FOLDS = {"sum": "sum", "mean": "sum", "amax": "amax", "amin": "amin"}
+#: Reductions whose statistics hold an index along R: a folded plan reads x as the first
+#: pass of FOLDS does, and StridedFinish merges each column's statistics, each index r' of
+#: the folded rows made fold * r' + q first (one launch and the finish). Knob ``s_fold`` off
+#: by default: not yet run on a GPU (KernelBench L1 51, 52).
+ARG_FOLDS = frozenset({"argmax", "argmin"})
 
 
 def foldable(plan: Plan) -> bool:
@@ -50,20 +55,23 @@ def foldable(plan: Plan) -> bool:
     in ``strided_fold.py.tmpl``): a one-stage reduction in :data:`FOLDS` whose prologue
     reads x and values alone and whose epilogue reads per-column operands and values (the
     first pass sees a (B, R / f, f * C) view, the second one the (B, f, C) partials)."""
-    if (plan.family != "strided" or plan.op not in FOLDS or plan.param("map")
-            or plan.param("layout") == "two_stage"):
+    if (plan.family != "strided" or plan.op not in FOLDS.keys() | ARG_FOLDS
+            or plan.param("map") or plan.param("layout") == "two_stage"):
         return False
     pro = [plan.leaf(n) for n in plan.prologue.leaves() if n != plan.main]
     epi = [plan.leaf(n) for n in plan.epilogue.leaves() if n != plan.main]
+    # (StridedFinish, which merges an index's statistics, passes its epilogue no columns)
+    cols = ("scalar", "value") if plan.op in ARG_FOLDS else ("col", "scalar", "value")
     return (all(lf.kind in ("scalar", "value") for lf in pro)
-            and all(lf.kind in ("col", "scalar", "value") for lf in epi))
+            and all(lf.kind in cols for lf in epi))
 
 
 def strided_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of a strided plan's file."""
     values, choices = (dict(d) for d in STRIDED_KNOBS)
     if foldable(plan):
-        values["s_fold"], choices["s_fold"] = "auto", ["auto", "off"]
+        values["s_fold"] = "off" if plan.op in ARG_FOLDS else "auto"
+        choices["s_fold"] = ["auto", "off"]
     if not plan.param("map"):
         del values["keep_vals"], choices["keep_vals"]
         choices["strategy"] = ["auto", "no_split"]
@@ -180,11 +188,15 @@ def strided_parts(plan: Plan) -> tuple[list[str], list[str], str]:
         lines += [launch, "return out"]
         return funcs, body, "\n".join(lines)
     # rows of R folded into the first pass's rows where C is too narrow for wide accesses
-    second = STRIDED_OPS[FOLDS[plan.op]]
     body.append(render_template("strided_fold", {}, {}))
-    lines += ["f = _fold_rows(B, R, C, main)",
-              "if f == 1:", f"    {launch}", "    return out",
-              "part = _empty((B, f * C), dtype=torch.float32, device=main.device)",
+    lines += ["f = _fold_rows(B, R, C, main)", "if f == 1:", f"    {launch}", "    return out"]
+    if plan.op in ARG_FOLDS:
+        lines += [f"_strided_launch({spec.cls}, _prologue, _epilogue, "
+                  f"[main.view(B, R // f, f * C)], ('full',), {rows}, {view}, (True,), (True,), "
+                  f"opts={opts!r} + ((\"count\", R), (\"fold\", f)))", "return out"]
+        return funcs, body, "\n".join(lines)
+    second = STRIDED_OPS[FOLDS[plan.op]]
+    lines += ["part = _empty((B, f * C), dtype=torch.float32, device=main.device)",
               f"_strided_launch({spec.cls}, _prologue, _ident_epi, [main.view(B, R // f, f * C)], "
               f"('full',), {rows}, part, (True,), (True,), opts={opts!r} + ((\"count\", R),))",
               f"_strided_launch({second.cls}, _ident_pro, _epilogue, "

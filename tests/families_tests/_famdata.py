@@ -251,7 +251,7 @@ def launch_int(v) -> int:
 
 class HostEmulator:
     """A rendered candidate's buffers on the CPU, for tests that emulate its kernel launches:
-    the tensors it allocates (``empty``, filled with NaN) or is given (``keep``), found again
+    the tensors it allocates (``empty``, filled with NaN, or -1 for integers) or is given (``keep``), found again
     from a CuTe pointer it built (``flat``). A subclass's ``go(fn, *launch_args)`` stands in
     for the launch, ``fn`` being ``("emulated", kernel object)``."""
 
@@ -268,7 +268,8 @@ class HostEmulator:
         import torch
 
         size = size[0] if size and isinstance(size[0], (tuple, list, torch.Size)) else size
-        return self.keep(torch.full(tuple(size), float("nan"), **kw))
+        t = torch.empty(tuple(size), **kw)
+        return self.keep(t.fill_(float("nan") if t.is_floating_point() else -1))
 
     def flat(self, ptr):
         addr = self.cand._PTR_INFO[id(ptr)][2]

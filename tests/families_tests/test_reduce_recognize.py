@@ -76,6 +76,7 @@ REDUCE_EXTRA = {
     # odd columns, folded rows (2026-12-06, twenty-ninth session)
     "sum_dim1_oddcols_fp32": ("strided", "sum", "-", "-", {"dims": (1,), "keepdim": True}),
     "mean_dim1_oddcols_bf16": ("chain", "mean+pointwise", "-", "-", {}),
+    "argmin_dim1_oddcols_fp32": ("strided", "argmin", "-", "-", {"dims": (1,)}),
 }
 
 

@@ -27,6 +27,8 @@ class _Emulator(fd.HostEmulator):
         op = fn[1]
         b = fd.launch_int(n_b)
         kind = type(op).__name__
+        if kind == "ArgStrided" or kind == "StridedFinish":
+            return self.arg(op, kind, vptrs, o_ptr, b)
         assert op.splits == 1 and not op.writes, "the tests run unsplit reductions"
         self.launches.append((kind, op.R, op.C, op.vec, op.prologue.__name__,
                               op.epilogue.__name__, dict(op.opts)))
@@ -38,6 +40,32 @@ class _Emulator(fd.HostEmulator):
             y = x.amax(1) if op.opts.get("largest") else x.amin(1)
         out = self.flat(o_ptr)
         out[:b * op.C] = y.reshape(-1).to(out.dtype)
+
+
+    def arg(self, op, kind, vptrs, o_ptr, b):
+        """A folded argmin's contract: the pass leaves (value, index along its R as a float)
+        of each (b, position) in a (words, f * C, B, 1) workspace; the finish takes column
+        c's f of them, index r' of sub-row q meaning row f * r' + q, the smallest value and
+        the first such row."""
+        if kind == "ArgStrided":
+            assert op.splits == 1 and not op.opts.get("largest")
+            self.launches.append((kind, op.R, op.C, op.vec))
+            x = self.flat(vptrs[0])[:b * op.R * op.C].view(b, op.R, op.C)
+            val, idx = x.min(1)  # torch: the first of equal values
+            if not op.partials:  # unfolded: the indices themselves
+                self.flat(o_ptr)[:b * op.C] = idx.reshape(-1)
+                return
+            assert op.opts["fold"] > 1
+            ws = self.flat(o_ptr)[:2 * op.C * b].view(b, op.C, 2)
+            ws[..., 0], ws[..., 1] = val, idx.float()
+            return
+        self.launches.append((kind, op.C, op.fold, op.splits))
+        f, c = op.fold, op.C
+        ws = self.flat(vptrs)[:2 * f * c * b].view(b, f, c, 2)
+        rows = ws[..., 1] * f + torch.arange(f).view(1, f, 1)  # unfold
+        best = ws[..., 0].min(1, keepdim=True).values
+        first = torch.where(ws[..., 0] == best, rows, torch.full_like(rows, float("inf")))
+        self.flat(o_ptr)[:b * c] = first.min(1).values.reshape(-1).to(torch.int64)
 
 
 def _model_new(tmp_path, name, monkeypatch, **tunables):
@@ -101,3 +129,49 @@ def test_which_plans_fold():
     from cutegen.codegen.families.render_strided import FOLDS
 
     assert FOLDS == {"sum": "sum", "mean": "sum", "amax": "amax", "amin": "amin"}
+
+
+@pytest.mark.parametrize("shape", [(5, 1024, 1023), (1, 4096, 4095), (5, 1021, 1023)])
+def test_a_folded_argmin_gives_the_first_smallest_row(tmp_path, monkeypatch, shape):
+    cand, emu = _model_new(tmp_path, "argmin_dim1_oddcols_fp32", monkeypatch, s_fold="auto")
+    x = torch.randn(*shape)
+    x[:, 7, :] = x[:, 3, :] = -100.0  # ties: the first row wins, across sub-rows 3 and 7 % 4
+    x = emu.keep(x)
+    got = cand.ModelNew(1)(x)
+    assert torch.equal(got, torch.argmin(x, dim=1)) and got.dtype == torch.int64
+    b, r, c = shape
+    if r % 4:
+        assert [launch[0] for launch in emu.launches] == ["ArgStrided"]
+        assert not cand._fold_rows(b, r, c, x) > 1
+    else:
+        assert emu.launches == [("ArgStrided", r // 4, 4 * c, 4), ("StridedFinish", c, 4, 1)]
+
+
+def test_an_argmin_fold_is_off_by_default(tmp_path, monkeypatch):
+    cand, emu = _model_new(tmp_path, "argmin_dim1_oddcols_fp32", monkeypatch)
+    assert cand.TUNABLES["s_fold"] == "off" and "auto" in cand.TUNABLE_CHOICES["s_fold"]
+    assert cand._fold_rows(5, 1024, 1023, torch.empty(5, 1024, 1023)) == 1
+
+
+@pytest.fixture(scope="module")
+def arg_fold_compiled(tmp_path_factory):
+    from functools import partial
+
+    name = "argmin_dim1_oddcols_fp32"
+    shapes = fd.shapes(name)[:2]  # the main shape (folds) and the batch of 1 (too small to)
+    make = partial(fd.rendered, name, extra=(("s_fold", "auto"),))
+    cases = [{"name": name, "shape": sh} for sh in shapes]
+    return fd.compile_rendered(tmp_path_factory.mktemp("arg_fold"), cases,
+                               [((name, "fold"), make, sh) for sh in shapes])
+
+
+def test_a_folded_argmin_compiles_with_full_width_loads_and_its_finish(arg_fold_compiled):
+    loads = []
+    for res in arg_fold_compiled:
+        assert res["error"] is None, res["error"]
+        kernels = [k for comp in res["compiles"] for k in comp["kernels"].values()]
+        assert len(kernels) == 2  # the pass and StridedFinish (folded; split at the batch of 1)
+        for k in kernels:
+            assert not [op for op in k["ops"] if op.startswith(("LDL", "STL"))], k
+        loads.append("LDG.E.128" in {op for k in kernels for op in k["ops"]})
+    assert loads == [True, False]  # 1023 columns read 128 bits an access only folded
