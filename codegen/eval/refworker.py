@@ -456,11 +456,13 @@ class Reference:
             self.buffers[idx] = bufs
             sh["inputs"] = descs
 
-    def _draw(self, shape: int, seed: int, dist: str, vary: bool) -> list[Any]:
-        """One call's inputs of ``shape``, drawn from its seed (the same every time)."""
+    def _draw(self, shape: int, seed: int, dist: str, vary: bool,
+              float64: bool = False) -> list[Any]:
+        """One call's inputs of ``shape``, drawn from its seed (the same every time); with
+        ``float64``, their float tensors widened, drawn without an fp32 copy beside them."""
         specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
-        return generate(specs, seed=seed, distribution=dist, device=self.device,
-                        vary_scalars=vary)
+        make = generate_float64 if float64 else generate
+        return make(specs, seed=seed, distribution=dist, device=self.device, vary_scalars=vary)
 
     def prepare(self, shape: int, seed: int, dist: str, vary: bool = False) -> dict[str, Any]:
         import torch
@@ -608,14 +610,10 @@ class Reference:
         self.reference_kind = self.reference_note = ""
         ref64: list[Any] | None = None
         failure = ""
-        def draw64() -> list[Any]:  # the same values widened, no fp32 copy beside them
-            specs = [ArgSpec.from_dict(s) for s in self.shapes[idx]["specs"]]
-            return generate_float64(specs, seed=seed, distribution=dist, device=self.device,
-                                    vary_scalars=vary)
-
         with torch.no_grad():
             try:
-                ref64 = self._float64_pass(idx, draw64, None)
+                ref64 = self._float64_pass(
+                    idx, lambda: self._draw(idx, seed, dist, vary, float64=True), None)
             except torch.OutOfMemoryError:
                 failure = "oom"
             except Exception as e:  # noqa: BLE001 - an op without float64 support: float32
