@@ -241,6 +241,21 @@ def host_wait(busy_us: float | None, span_us: float | None) -> float | None:
     return max(0.0, 1.0 - busy_us / span_us)
 
 
+#: How an evaluation's details begin where a baseline could not be timed (the reason follows):
+#: the evaluator writes them, the bench's table reads them back (no speed-up is given).
+EAGER_FAILED = "eager baseline failed (no speed-up is given): "
+COMPILE_FAILED = "torch.compile baseline failed: "
+
+
+def baseline_failure(details: tuple[str, ...] | list[str], prefix: str) -> str:
+    """The reason after ``prefix`` (:data:`EAGER_FAILED` or :data:`COMPILE_FAILED`) in an
+    evaluation's ``details``; "" when no such line is there."""
+    for d in details:
+        if d.startswith(prefix):
+            return d[len(prefix):]
+    return ""
+
+
 #: Stages of ``Evaluation.stage_seconds`` that hold no GPU: the static checks run in the
 #: search process before any worker starts.
 HOST_STAGES = frozenset({"static"})

@@ -35,6 +35,8 @@ from cutegen.codegen.eval.process import WorkerProcess, marked_pids
 from cutegen.codegen.eval.refchannel import ReferenceChannel
 from cutegen.codegen.eval.static import check_source
 from cutegen.codegen.evaluation import (
+    COMPILE_FAILED,
+    EAGER_FAILED,
     Evaluation,
     KernelTime,
     Stage,
@@ -414,10 +416,9 @@ class LocalEvaluator:
         details = [plain_text(x) for x in d.details]
         details += run.st.notes
         if d.stage == Stage.BENCHMARK and self._baselines and self._baselines.get("eager_error"):
-            details.append(f"eager baseline failed (no speed-up is given): "
-                           f"{self._baselines['eager_error']}")
+            details.append(EAGER_FAILED + str(self._baselines["eager_error"]))
         if comp_err:
-            details.append(f"torch.compile baseline failed: {comp_err}")
+            details.append(COMPILE_FAILED + comp_err)
         if info.get("note"):
             details.append(info["note"])
         timing = None

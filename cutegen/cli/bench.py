@@ -203,7 +203,8 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
             click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
         results[job.index], status = _collect(db, name, entry, ceil, out if reports else None)
         r = results[job.index]
-        best = f"{r.speedup_eager:.2f}x vs eager" if r.speedup_eager else r.status
+        best = (f"{r.speedup_eager:.2f}x vs eager" if r.speedup_eager else
+                f"{r.best_us:,.1f} us, no eager baseline" if r.correct else r.status)
         click.echo(f"[{job.index}/{n}] {job.label}: done ({status}; best {best}; "
                    f"{r.evaluations} evaluations)", err=True)
 

@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cutegen.codegen.evaluation import HOST_BOUND, host_wait, one_line
+from cutegen.codegen.evaluation import (
+    COMPILE_FAILED,
+    EAGER_FAILED,
+    HOST_BOUND,
+    baseline_failure,
+    host_wait,
+    one_line,
+)
 from cutegen.codegen.roofline import Ceilings
 from cutegen.codegen.stats import bootstrap_ratio_ci
 from cutegen.codegen.suites import SuiteTask
@@ -62,10 +69,15 @@ class TaskResult:
     failure: str = ""
     retimed_us: float | None = None
     busy_us: float | None = None
+    #: why the eager / torch.compile baseline of the best kernel's evaluation was not timed
+    #: (e.g. no room on the GPU for the eager forward beside the inputs): no speed-up then
+    eager_error: str = ""
+    compile_error: str = ""
 
     @property
     def correct(self) -> bool:
-        return self.status == "ok" and self.speedup_eager is not None
+        """A verified, timed kernel (its speed-ups may still be missing: ``eager_error``)."""
+        return self.status == "ok"
 
 
 def bound_us(bytes_moved: int, flops: int, c: Ceilings) -> float:
@@ -101,6 +113,10 @@ def sanity_flags(r: TaskResult, *, eval_flags: Sequence[str] = (),
                    ("torch.compile", r.frac_compile)):
         if f is not None and f > 1.0:
             out.append(f"{who} at {100 * f:.0f}% of the bound (> 100%: timing or caching?)")
+    if r.eager_error:
+        out.append(f"no eager baseline, so no speed-up: {r.eager_error}")
+    if r.compile_error and not r.eager_error:  # after a failed eager forward it is not tried
+        out.append(f"no torch.compile baseline: {r.compile_error}")
     if r.speedup_eager is not None and r.speedup_eager > 10:
         out.append(f"{r.speedup_eager:.1f}x vs eager (> 10x, KernelBench's threshold)")
     if (r.speedup_compile is not None and r.speedup_compile > 2 and r.frac_compile is not None
@@ -168,7 +184,10 @@ def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
 
     eager_us = ev.eager.median_us if ev.eager else None
     compile_us = ev.compiled.median_us if ev.compiled else None
-    r = replace(base, status="ok", best_node=best.id, best_us=ev.timing.median_us,
+    r = replace(base, status="ok",
+                eager_error=one_line(baseline_failure(ev.details, EAGER_FAILED), FAILURE_CHARS),
+                compile_error=one_line(baseline_failure(ev.details, COMPILE_FAILED),
+                                       FAILURE_CHARS), best_node=best.id, best_us=ev.timing.median_us,
                 eager_us=eager_us, compile_us=compile_us, speedup_eager=ev.speedup_eager,
                 speedup_compile=ev.speedup_compile, ci_eager=ci(ev.eager),
                 ci_compile=ci(ev.compiled), bound_kind=rl.kind if rl else "",

@@ -129,7 +129,8 @@ def task_table(results: Sequence[TaskResult]) -> str:
                  "error": "not run"}.get(r.status, r.status))
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r.verdicts.items()))
         rows.append([
-            r.task, r.dtype, best, _us(r.eager_us), _us(r.compile_us),
+            r.task, r.dtype, best, "failed (flags)" if r.eager_error else _us(r.eager_us),
+            "failed (flags)" if r.compile_error and not r.eager_error else _us(r.compile_us),
             _x(r.speedup_eager, r.ci_eager), _x(r.speedup_compile, r.ci_compile),
             " / ".join(_pct(f) for f in (r.frac_kernel, r.frac_eager, r.frac_compile))
             if r.correct else "-",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 import cutegen.api as api
 import cutegen.cli.bench as cli_bench
 from cutegen.codegen.ceilings import ceilings_from_samples
+from cutegen.codegen.evaluation import COMPILE_FAILED, EAGER_FAILED
 from cutegen.codegen.roofline import H200_MEASURED, Ceilings
 from cutegen.codegen.suites import (
     SuiteTask,
@@ -29,6 +31,7 @@ from cutegen.search.report.bench_table import (
     geomean,
     render_markdown,
     summarize,
+    task_table,
     to_json,
     write_outputs,
 )
@@ -222,6 +225,40 @@ def test_collect_from_a_fake_search(fake_run):
     assert r.evals_to_best == order.index(best.id) + 1 and r.evaluations == len(order)
     assert 0 < r.gpu_min_to_best <= r.gpu_min_total and r.llm_usd == pytest.approx(0.0123)
     assert r.frac_kernel is None and r.compile_us is None  # the fake has no roofline, no compile
+
+
+def test_a_kernel_whose_eager_baseline_failed_is_correct_and_says_why(fake_run, monkeypatch):
+    """Before: a verified, timed kernel whose eager forward found no room on the GPU (L1 45 on
+    an 80 GB card) was counted as not correct and its table row said "-" with no reason (the
+    reason was only in ``cutegen show``)."""
+    s = SqliteStorage(fake_run.db)
+    run = s.get_run(fake_run.name)
+    best = s.get_best_node(run.id)
+    real = s.get_evaluation
+    why = "OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 GiB"
+
+    def no_eager(node_id):
+        ev = real(node_id)
+        if node_id != best.id:
+            return ev
+        return dataclasses.replace(ev, eager=None, compiled=None, details=ev.details + (
+            EAGER_FAILED + why, COMPILE_FAILED + "not timed: the eager forward failed"))
+
+    monkeypatch.setattr(s, "get_evaluation", no_eager)
+    r = collect_task_result(s, run, SuiteTask("toy_bf16", "bf16", "A"), H200_MEASURED)
+    s.close()
+    assert r.status == "ok" and r.correct and r.best_us is not None
+    assert r.speedup_eager is None and r.eager_error == why
+    assert [f for f in r.flags if "eager" in f or "compile" in f] == [
+        f"no eager baseline, so no speed-up: {why}"]  # torch.compile's follows from it
+    (g,) = summarize([r, ok("b", 4.0, 2.0)])
+    assert g.correct == 2 and g.eager_correct == pytest.approx(4.0)
+    assert g.eager_fail1 == pytest.approx(2.0)  # the one without a baseline counts 1.0×
+    row = next(line for line in task_table([r]).splitlines() if line.startswith("| toy_bf16"))
+    assert "failed (flags)" in row and f"{r.best_us:,.1f} µs" in row
+    c = TaskResult("c", "bf16", "A", "ok", best_us=5.0, speedup_eager=2.0,
+                   compile_error="torch._dynamo failed")
+    assert sanity_flags(c) == ("no torch.compile baseline: torch._dynamo failed",)
 
 
 def test_markdown_and_json(tmp_path):
