@@ -140,3 +140,24 @@ def test_a_random_dropout_is_refused_with_the_reason(tmp_path):
     rec = _plan(tmp_path, "drop0", "torch.sigmoid(self.drop(x))",
                 init="        self.drop = nn.Dropout(0.0)")
     assert rec.covered, rec.not_covered
+
+
+def test_inputs_drawn_from_a_torch_distribution_are_captured(tmp_path):
+    """KernelBench level 1 problems 94, 96 and 100 upstream draw their inputs from
+    ``torch.distributions.Pareto``, whose argument check reads a value: on the meta device
+    that failed ("Tensor.item() cannot be called on meta tensors") and the task was refused."""
+    from torch.distributions import Distribution
+
+    p = tmp_path / "mse.py"
+    p.write_text(HEAD + "from torch.distributions import Pareto\n\n"
+                 "class Model(nn.Module):\n    def forward(self, a, b):\n"
+                 "        return torch.mean((a - b) ** 2)\n\n"
+                 "def get_inputs():\n    return [Pareto(0.01, 1.5).sample((4096, 4096)),\n"
+                 "            Pareto(0.01, 1.5).sample((4096, 4096))]\n\n"
+                 "def get_init_inputs():\n    return []\n")
+    before = Distribution._validate_args
+    cap = capture_in_process(p)
+    assert Distribution._validate_args == before  # put back as it was
+    assert [n.shape for n in cap.nodes if n.kind == "input"] == [(4096, 4096)] * 2
+    rec = recognize(cap)
+    assert rec.covered, rec.not_covered
