@@ -21,6 +21,16 @@ from typing import Any
 DISTRIBUTIONS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
 EXTRA_DISTRIBUTIONS = ("zeros",)
 
+
+def timing_distribution(dists: Sequence[str]) -> str:
+    """The distribution the timed calls and the baselines draw from: ``randn`` where the
+    task allows it, else the first it lists (``INPUT_DISTRIBUTIONS = ["uniform"]`` for
+    probabilities: timing them on ``randn`` measured ``log`` of negative numbers)."""
+    if not dists:
+        raise ValueError("no input distribution to time with")
+    return "randn" if "randn" in dists else dists[0]
+
+
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 

@@ -41,6 +41,7 @@ from cutegen.codegen.eval.plan import Call, ShapeInfo, benchmark_plan, verificat
 from cutegen.codegen.eval.process import WorkerProcess
 from cutegen.codegen.eval.sandbox import AUDIT_LOST_EXIT
 from cutegen.codegen.eval.verdict import RunFacts
+from cutegen.codegen.inputs import timing_distribution
 from cutegen.errors import InfrastructureError
 
 if TYPE_CHECKING:
@@ -187,7 +188,8 @@ class CandidateRun:
             self.plan += benchmark_plan(len(self.plan), warmup=self.o.bench_warmup,
                                         runs=self.o.bench_runs, keep_slots=slots,
                                         ghost=verify and self.o.ghost_check, rng=self.rng,
-                                        ghost_of=self.plan[0] if self.plan else None)
+                                        ghost_of=self.plan[0] if self.plan else None,
+                                        dist=timing_distribution(info["distributions"]))
         f = self.st.facts
         f.timed_ks = tuple(c.k for c in self.plan if c.timed)
         f.ghost_k = next((c.k for c in self.plan if c.role == "ghost"), None)

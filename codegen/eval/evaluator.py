@@ -45,6 +45,7 @@ from cutegen.codegen.evaluation import (
     Verdict,
     plain_text,
 )
+from cutegen.codegen.inputs import timing_distribution
 from cutegen.codegen.roofline import (
     H200_DATASHEET,
     H200_MEASURED,
@@ -198,18 +199,20 @@ class LocalEvaluator:
         if self._baselines is None:
             fp = fingerprint()
             cached = self.baseline_cache.get(self.task.sha256, fp) if self.baseline_cache else None
-            if cached is None or cached.get("method") != "observer":
-                self._reference()
+            # timed on the inputs the candidates are timed on (kept before: always randn)
+            dist = timing_distribution(self._reference()["distributions"])
+            if (cached is None or cached.get("method") != "observer"
+                    or cached.get("dist", "randn") != dist):
                 o = self.options
                 import secrets
 
                 got = self.ref.call({"op": "baselines", "warmup": o.bench_warmup,
                                      "runs": o.bench_runs, "flush_bytes": o.flush_mb * 2**20,
-                                     "seed0": secrets.randbits(40), "dist": "randn",
+                                     "seed0": secrets.randbits(40), "dist": dist,
                                      "compile": True}, timeout=1800)
                 cached = {k: got.get(k) for k in ("eager", "compiled", "compiled_error",
                                                   "eager_error")}
-                cached["method"] = "observer"
+                cached["method"], cached["dist"] = "observer", dist
                 if self.baseline_cache and cached.get("eager"):  # a failed one is not kept
                     self.baseline_cache.put(self.task.sha256, fp, cached)
             self._baselines = cached

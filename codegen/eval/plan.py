@@ -8,7 +8,8 @@ handed back. What a call *counts for* is decided here, in the parent, and never 
 * verification calls on the main shape (one per input distribution), one per hidden
   shape, and a determinism re-run of the first one with other prefilled memory, each
   compared with the float64 reference at once;
-* warm-up and timed calls on the main shape with ``randn`` inputs: their times are the
+* warm-up and timed calls on the main shape with ``randn`` inputs (or the first the task
+  allows): their times are the
   ranking time; a random subset of them, drawn here before the first call, is copied by
   the reference worker (every one of them is copied into a slot or a scratch buffer at the
   same cost, so nothing tells the candidate which) and compared after the last call. Where
@@ -106,10 +107,13 @@ def verification_plan(shapes: Sequence[ShapeInfo], dists: Sequence[str], *, main
 
 
 def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost: bool,
-                   rng: secrets.SystemRandom, ghost_of: Call | None = None) -> list[Call]:
-    """Warm-up and timed main-shape ``randn`` calls from index ``start``, the kept subset
-    drawn now, and the ghost call at a random place among the timed ones (with the inputs
-    of ``ghost_of``, the first call, whose output the ghost's is held against)."""
+                   rng: secrets.SystemRandom, ghost_of: Call | None = None,
+                   dist: str = "randn") -> list[Call]:
+    """Warm-up and timed main-shape calls drawing from ``dist`` (the task's
+    :func:`~cutegen.codegen.inputs.timing_distribution`) from index ``start``, the kept
+    subset drawn now, and the ghost call at a random place among the timed ones (with the
+    inputs of ``ghost_of``, the first call, whose output the ghost's is held against)."""
+    timed_dist = dist
     n = warmup + runs + (1 if ghost else 0)
     ghost_at = warmup + rng.randrange(0, runs + 1) if ghost else -1
     roles: list[str] = []
@@ -128,7 +132,7 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     calls = []
     for i, role in enumerate(roles):
         k = start + i
-        seed, dist = rng.getrandbits(62), "randn"
+        seed, dist = rng.getrandbits(62), timed_dist
         if role == "ghost" and ghost_of is not None:
             seed, dist = ghost_of.seed, ghost_of.dist
         calls.append(Call(k, 0, dist, seed, role, f"main/{dist}/{role} {k}", _pattern(k, rng),

@@ -250,6 +250,11 @@ class Reference:
             note = (note + "; " if note else "") + f"hidden shapes skipped (reference raised): {skipped}"
         if self.gpu:
             self._allocate_buffers()
+            dists, dropped = self.informative(dists, seed_init)
+            if dropped:
+                note = (note + "; " if note else "") + (
+                    f"input distributions left out: {dropped} (the reference's output is NaN "
+                    "or Inf everywhere on them, so they tell no kernel from another)")
             free, _ = torch.cuda.mem_get_info()
             self.slot_budget = keep_slots(free, self.shapes)
         return {"shapes": self.shapes, "distributions": dists, "note": note,
@@ -455,6 +460,46 @@ class Reference:
                 descs.append(desc.to_dict())
             self.buffers[idx] = bufs
             sh["inputs"] = descs
+
+    def informative(self, dists: Sequence[str], seed: int) -> tuple[list[str], list[str]]:
+        """(kept, left out): the distributions on which the main shape's reference output
+        has a finite value, and those on which every element of it is NaN or Inf.
+
+        On the latter a comparison passes any kernel that writes NaN: KernelBench level 1
+        problem 98's ``kl_div(log(p), q)`` is NaN for every input distribution with a
+        negative value, and the timed calls drew ``randn``, so a kernel that wrote NaN on
+        seeing one negative number passed every check there and was timed doing nothing.
+        Decided here, from the task's own forward on the shared buffers (no candidate maps
+        them yet). A forward without room on the GPU keeps its distribution (it cannot tell);
+        a task with no distribution left is a task fault."""
+        import torch
+
+        specs = [ArgSpec.from_dict(sp) for sp in self.shapes[0]["specs"]]
+        model = self.models[0]
+        kept: list[str] = []
+        dropped: list[str] = []
+        for d in dists:
+            try:
+                args = refill(self.buffers[0], specs, seed=seed, distribution=d)
+                with torch.no_grad():
+                    outs = flatten_outputs(model(*args))
+                del args
+                floats = [o for o in outs if isinstance(o, torch.Tensor)
+                          and o.is_floating_point() and o.numel()]
+                finite = not floats or any(bool(torch.isfinite(o).any()) for o in floats)
+                del outs, floats
+            except torch.OutOfMemoryError:
+                finite = True
+                _release_cached_memory(0)
+            (kept if finite else dropped).append(d)
+        self.current.pop(0, None)
+        _release_cached_memory()
+        if not kept:
+            raise TaskFault(f"the task's output is NaN or Inf everywhere on every input "
+                            f"distribution ({list(dists)}): no check can tell a correct kernel "
+                            "from one that writes NaN; restrict INPUT_DISTRIBUTIONS to inputs it "
+                            "is defined on")
+        return kept, dropped
 
     def _draw(self, shape: int, seed: int, dist: str, vary: bool,
               float64: bool = False) -> list[Any]:

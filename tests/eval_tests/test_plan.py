@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
+
 from cutegen.codegen.eval.plan import NAN_BYTE, ShapeInfo, benchmark_plan, verification_plan
+from cutegen.codegen.inputs import timing_distribution
 
 DISTS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
 
@@ -61,6 +64,24 @@ def test_benchmark_plan_keeps_a_secret_subset_and_one_ghost():
     ghost = next(c for c in benchmark_plan(4, warmup=3, runs=50, keep_slots=8, ghost=True,
                                            rng=rng, ghost_of=first) if c.role == "ghost")
     assert (ghost.seed, ghost.dist) == (first.seed, first.dist)  # held against its output
+
+
+def test_timed_calls_draw_from_a_distribution_the_task_allows():
+    """Before: the warm-up and timed calls (and the baselines) drew ``randn`` whatever the task
+    allowed, so a task of probabilities (``INPUT_DISTRIBUTIONS = ["uniform"]``, the bundled
+    kl_div) was timed on ``log`` of negative numbers, every output NaN, and the kept calls'
+    comparisons passed a kernel that wrote NaN."""
+    assert timing_distribution(DISTS) == "randn"
+    assert timing_distribution(["uniform"]) == "uniform"
+    assert timing_distribution(["negative", "uniform"]) == "negative"
+    with pytest.raises(ValueError):
+        timing_distribution([])
+    rng = secrets.SystemRandom()
+    first = verification_plan([ShapeInfo("main")], ["uniform"], main_trials=2, rng=rng)[0]
+    calls = benchmark_plan(3, warmup=3, runs=20, keep_slots=4, ghost=True, rng=rng,
+                           ghost_of=first, dist="uniform")
+    assert {c.dist for c in calls} == {"uniform"}
+    assert all(c.label.startswith("main/uniform/") for c in calls)
 
 
 def test_kept_subsets_differ_between_plans_and_respect_the_slot_budget():

@@ -434,3 +434,33 @@ def test_an_input_check_without_room_is_an_oom_verdict_not_a_worker_error(tmp_pa
     monkeypatch.setattr(ref, "_draw", no_room)
     got = ref.take(shape=0, outputs=[], mode="compare", slot=None)
     assert got["verdict"] == "oom" and not got["passed"]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_distributions_on_which_the_reference_is_nan_everywhere_are_left_out(tmp_path, device):
+    """Before: KernelBench L1 98's ``kl_div(log(p), q)`` is NaN for every distribution with a
+    negative value, and those trials (and the randn timed calls) passed a kernel that wrote
+    NaN. The reference worker now keeps only the distributions on which the task's own output
+    has a finite value, and a task with none is a fault of the task."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    ref = _reference(tmp_path, "return torch.log(x * self.scale).sum()")
+    ref.models[0] = ref.models[0].to(device)
+    ref.buffers[0] = [torch.empty(6, 5, device=device)]
+    ref.current[0] = (3, "randn", False)
+    kept, dropped = ref.informative(refworker.DISTRIBUTIONS, seed=3)
+    assert "uniform" in kept and {"randn", "large", "small", "negative"} <= set(dropped)
+    assert sorted(kept + dropped) == sorted(refworker.DISTRIBUTIONS)
+    assert 0 not in ref.current  # the buffers no longer hold a call's inputs
+    assert ref.informative(["uniform"], seed=3) == (["uniform"], [])
+
+    nan = _reference(tmp_path, "return x.sum() * float('nan')")
+    nan.models[0] = nan.models[0].to(device)
+    nan.buffers[0] = [torch.empty(6, 5, device=device)]
+    with pytest.raises(refworker.TaskFault, match="NaN or Inf everywhere"):
+        nan.informative(["randn", "uniform"], seed=3)
+    fine = _reference(tmp_path)  # finite outputs: every distribution kept
+    fine.models[0] = fine.models[0].to(device)
+    fine.buffers[0] = [torch.empty(6, 5, device=device)]
+    assert fine.informative(refworker.DISTRIBUTIONS, seed=3) == (
+        list(refworker.DISTRIBUTIONS), [])
