@@ -17,8 +17,28 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 #: Float input distributions (RELIABILITY.md B6). A task may restrict them with
-#: ``INPUT_DISTRIBUTIONS``; "zeros" is used only where a task lists it.
-DISTRIBUTIONS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
+#: ``INPUT_DISTRIBUTIONS``; "zeros" is used only where a task lists it. "spiky" is randn
+#: with :data:`SPIKES` values of +-:func:`spike_size` at random places in each tensor (see
+#: :func:`spike_size`): every evaluation checks it on the main shape.
+DISTRIBUTIONS = ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative")
+
+#: Spikes per float tensor of the "spiky" distribution: few, so that a kernel cannot find
+#: them without reading every value (reading 1 % of them finds one in 8 % of the draws).
+SPIKES = 8
+
+
+def spike_size(numel: int, dtype: str) -> float:
+    """The magnitude of the "spiky" distribution's spikes in a tensor of ``numel`` values.
+
+    A kernel that reduces a subset of its input and scales the result up (the mean of a
+    quarter of the squared errors of a 2^30-element MSE: 4x less to read) is within fp32's
+    1e-4 tolerance on randn or uniform inputs, whose mean over 2^28 values is that exact
+    (KernelBench replaced its losses' inputs with a heavy-tailed Pareto for this reason).
+    Spikes of ``numel / 256`` carry 3 % of a sum of absolute values and all but all of a sum
+    of squares, so a kernel that skips some of them is off by far more than the tolerance.
+    Between 1e3 and 1e7 (fp16: 256, whose square still fits)."""
+    cap = 256.0 if dtype == "float16" else 1e7
+    return float(min(cap, max(1e3, numel / 256)))
 EXTRA_DISTRIBUTIONS = ("zeros",)
 
 
@@ -149,7 +169,7 @@ def _inputs(specs: Sequence[ArgSpec], seed: int, distribution: str, device: str,
         if s.is_float and wide and s.dtype == "float32":
             x = _draw_wide(s.shape, distribution, gen, device)
         elif s.is_float:
-            x = _draw(s.shape, distribution, gen, device, dst if direct else None)
+            x = _draw(s.shape, distribution, gen, device, dst if direct else None, s.dtype)
             if dst is None:
                 x = x.to(dt)  # (into a tensor of another dtype, its copy_ casts the same way)
                 x = x.to(torch.float64) if wide else x  # rounded to its dtype first
@@ -185,9 +205,11 @@ def _device_of(tensors: Sequence[Any]) -> Any:
     return "cpu"
 
 
-def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = None) -> Any:
-    """fp32 values of ``dist``, into ``out`` (an fp32 tensor of ``shape``) where given: the
-    same values either way (one random draw, then the same fp32 arithmetic, in place)."""
+def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = None,
+          dtype: str = "float32") -> Any:
+    """fp32 values of ``dist`` for a tensor of ``dtype``, into ``out`` (an fp32 tensor of
+    ``shape``) where given: the same values either way (one random draw, then the same fp32
+    arithmetic, in place)."""
     import torch
 
     if out is None:
@@ -198,6 +220,13 @@ def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = N
         return torch.rand(shape, generator=gen, out=out)
     x = torch.randn(shape, generator=gen, out=out)
     if dist == "randn":
+        return x
+    if dist == "spiky":
+        n = x.numel()
+        if n:
+            at = torch.randint(0, n, (SPIKES,), generator=gen, device=device)
+            sign = torch.randint(0, 2, (SPIKES,), generator=gen, device=device)
+            x.view(-1)[at] = (sign.to(torch.float32) * 2 - 1) * spike_size(n, dtype)
         return x
     if dist == "randn_mean3":
         return x.add_(3.0)

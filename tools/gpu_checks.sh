@@ -34,6 +34,9 @@
 #                  folded and not (carry .kb)                                          ~10
 #   mem-gpu        the reference worker's memory changes: their GPU cases, then L1 45 and 34
 #                  through the CLI (carry .kb)                                          ~9
+#   trust-gpu      spiky inputs, uninformative distributions left out, timing on an allowed
+#                  one: reference GPU cases, the half-a-loss attack, the attack suite, L1 94
+#                  and 98 through the CLI (carry .kb)                                   ~10
 #   reduce-bench   issue 19's coverage table, first half of the tasks (bench_families.py --set reduce)  ~8
 #   reduce-bench2  the second half                                                      ~8
 #   reduce-bench3  the pooling tasks                                                     ~6
@@ -314,6 +317,17 @@ for s in "$@"; do
           step "argfold_kb_$f" 150 $py tools/host_overhead.py .kb/level1/51_*.py .kb/level1/52_*.py \
             --calls 20 --set "s_fold=$f"
         done
+      fi ;;
+    trust-gpu)  # the evaluator of 2026-12-06 (spiky inputs on the main shape, distributions
+      # on which the reference is NaN everywhere left out, timed calls on an allowed one):
+      # the reference worker's GPU cases and the half-a-loss attack, the attack and fixture
+      # suite, then KernelBench L1 94 (Pareto inputs) and 98 (kl_div) through the CLI
+      step trust_ref 180 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py \
+        tests/families_tests/test_subsample_gpu.py -q -s -p no:cacheprovider
+      step trust_attacks 270 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
+        -n 3 -p no:cacheprovider
+      if [ -d .kb/level1 ]; then
+        kb_once kb_trust 130 1 94,98 1.8
       fi ;;
     mem-gpu)  # the reference worker's memory of 2026-12-06 (inputs drawn in place, baselines on
       # the shared buffers, a prefill that fits, the float64 pass without an fp32 copy): its

@@ -30,6 +30,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: Distributions checked on the main shape in every evaluation, in this order.
+MAIN_SHAPE_DISTRIBUTIONS = ("randn", "spiky")
+
 #: Byte the prefill memsets write on even calls: all-ones bits (NaN in every float dtype).
 NAN_BYTE = 0xFF
 
@@ -78,8 +81,12 @@ def verification_plan(shapes: Sequence[ShapeInfo], dists: Sequence[str], *, main
     whatever is left after them gets a main-shape trial of its own. A kernel that fails one
     distribution (an fp32 kernel whose error passes atol only at unit scale, say: 1e3-scaled
     "large" inputs send it to the rmse bound) then fails every time, not in the evaluations
-    that happened to draw it; which seed, pattern and shape each gets stays secret."""
-    first = ["randn"] if "randn" in dists else []
+    that happened to draw it; which seed, pattern and shape each gets stays secret.
+
+    ``randn`` and ``spiky`` (where the task allows them) are always main-shape trials: a
+    kernel that reduces only part of a large input does so at the main shape, the largest,
+    and the spikes are what it would miss (:func:`~cutegen.codegen.inputs.spike_size`)."""
+    first = [d for d in MAIN_SHAPE_DISTRIBUTIONS if d in dists]
     rest = [d for d in dists if d not in first]
     rng.shuffle(rest)
     chosen = (first + rest)[:main_trials]

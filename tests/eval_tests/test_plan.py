@@ -7,7 +7,7 @@ import secrets
 import pytest
 
 from cutegen.codegen.eval.plan import NAN_BYTE, ShapeInfo, benchmark_plan, verification_plan
-from cutegen.codegen.inputs import timing_distribution
+from cutegen.codegen.inputs import DISTRIBUTIONS, timing_distribution
 
 DISTS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
 
@@ -64,6 +64,20 @@ def test_benchmark_plan_keeps_a_secret_subset_and_one_ghost():
     ghost = next(c for c in benchmark_plan(4, warmup=3, runs=50, keep_slots=8, ghost=True,
                                            rng=rng, ghost_of=first) if c.role == "ghost")
     assert (ghost.seed, ghost.dist) == (first.seed, first.dist)  # held against its output
+
+
+def test_spiky_inputs_are_always_checked_on_the_main_shape():
+    """A kernel that reduces part of a large input does it at the main shape (the hidden
+    ones are smaller): the spikes it would miss must be drawn there, in every evaluation."""
+    rng = secrets.SystemRandom()
+    shapes = [ShapeInfo("main"), ShapeInfo("batch_size=1"), ShapeInfo("batch_size=17")]
+    for _ in range(30):
+        calls = verification_plan(shapes, DISTRIBUTIONS, main_trials=3, rng=rng)
+        assert [c.dist for c in calls[:2]] == ["randn", "spiky"]
+        assert all(c.shape == 0 for c in calls[:3])
+        assert {c.dist for c in calls} == set(DISTRIBUTIONS)
+    assert verification_plan(shapes, ("uniform", "spiky"), main_trials=3, rng=rng)[0].dist == \
+        "spiky"
 
 
 def test_timed_calls_draw_from_a_distribution_the_task_allows():

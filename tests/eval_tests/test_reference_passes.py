@@ -319,7 +319,7 @@ class _NewTensors(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("dist", ["randn", "randn_mean3", "uniform", "large", "small",
+@pytest.mark.parametrize("dist", ["randn", "spiky", "randn_mean3", "uniform", "large", "small",
                                   "negative", "zeros"])
 def test_refill_draws_fp32_and_integer_inputs_into_their_own_memory(dist):
     specs = [ArgSpec("tensor", (64, 33), "float32"), ArgSpec("tensor", (40,), "int64", 0, 9),
@@ -380,7 +380,7 @@ def test_on_the_gpu_refill_draws_what_generate_draws():
     inputs (or be judged against other inputs)."""
     specs = [ArgSpec("tensor", (300, 1001), "float32"), ArgSpec("tensor", (77,), "int32", -5, 9),
              ArgSpec("tensor", (33, 3), "bfloat16"), ArgSpec("tensor", (5,), "bool")]
-    for dist in ("randn", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
+    for dist in ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
         want = generate(specs, seed=11, distribution=dist, device="cuda")
         bufs = [torch.empty(300, 1001, device="cuda"),
                 torch.empty(77, dtype=torch.int32, device="cuda"),
@@ -411,7 +411,7 @@ def test_the_float64_pass_draws_its_inputs_in_float64_memory(tmp_path):
 def test_float64_inputs_are_the_inputs_widened(shape):
     specs = [ArgSpec("tensor", shape, "float32"), ArgSpec("tensor", (9,), "int64", 0, 5),
              ArgSpec("value", value=2.0), ArgSpec("tensor", (5,), "bfloat16")]
-    for dist in ("randn", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
+    for dist in ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative", "zeros"):
         want = generate(specs, seed=3, distribution=dist, device="cpu", vary_scalars=True)
         got = generate_float64(specs, seed=3, distribution=dist, device="cpu",
                                vary_scalars=True)
