@@ -74,7 +74,7 @@ def test_a_loss_over_half_of_its_input_is_wrong(tmp_path):
     assert rec.covered, rec.not_covered
     honest = render(rec.plans[0], TASK)
     task = load_task_file(path, name="mse_fp32")
-    ev = LocalEvaluator(task, EvalOptions(bench_runs=20, baselines=False), run_dir=tmp_path / "r")
+    ev = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False), run_dir=tmp_path / "r")
     try:
         good = ev.evaluate(CandidateSource(honest, origin="family"))
         assert good.verdict == Verdict.CORRECT, (good.message, good.details[:3])
