@@ -18,8 +18,8 @@ from typing import Any
 
 #: Float input distributions (RELIABILITY.md B6). A task may restrict them with
 #: ``INPUT_DISTRIBUTIONS``; "zeros" is used only where a task lists it. "spiky" is randn
-#: with :data:`SPIKES` values of +-:func:`spike_size` at random places in each tensor (see
-#: :func:`spike_size`): every evaluation checks it on the main shape.
+#: with :data:`SPIKES` values of +-(0.5 to 1) x :func:`spike_size` at random places in each
+#: tensor (see :func:`spike_size`): every evaluation checks it on the main shape.
 DISTRIBUTIONS = ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative")
 
 #: Spikes per float tensor of the "spiky" distribution: few, so that a kernel cannot find
@@ -225,8 +225,14 @@ def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = N
         n = x.numel()
         if n:
             at = torch.randint(0, n, (SPIKES,), generator=gen, device=device)
-            sign = torch.randint(0, 2, (SPIKES,), generator=gen, device=device)
-            x.view(-1)[at] = (sign.to(torch.float32) * 2 - 1) * spike_size(n, dtype)
+            # Sign and size are functions of the place: two spikes drawn at one place write
+            # the same value, so the draw is the same every time (a CUDA index_put with
+            # repeated places writes one of them, which one unspecified). Sizes differ (half
+            # to all of spike_size): with one size, a kernel that kept exactly its share of
+            # the spikes (one in five draws for half of 16) would scale up to the right sum.
+            sign = (at % 2).to(torch.float32) * 2 - 1
+            size = 0.5 + (at % 1021).to(torch.float32) / 2042
+            x.view(-1)[at] = sign * size * spike_size(n, dtype)
         return x
     if dist == "randn_mean3":
         return x.add_(3.0)

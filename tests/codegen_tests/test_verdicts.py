@@ -130,18 +130,20 @@ def _mse(a, b, every=1):
     return (d * d).mean().reshape(())
 
 
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("every", [2, 4])
-def test_a_loss_over_part_of_its_input_fails_on_spiky_inputs(every):
+def test_a_loss_over_part_of_its_input_fails_on_spiky_inputs(every, seed):
     """Before: the "spiky" distribution did not exist, and a loss of a quarter of its inputs
     passed fp32's 1e-4 at KernelBench's 2^30 values on randn / uniform / large inputs (the
     mean over 2^28 of them is that exact; KernelBench moved to Pareto inputs for it). Here
     at 2^22 values: the spikes leave such a kernel off by far more than the tolerance,
     while the honest mean in fp32 passes."""
     specs = [ArgSpec("tensor", (2048, 2048), "float32")] * 2
-    a, b = generate(specs, seed=5, distribution="spiky", device="cpu")
+    a, b = generate(specs, seed=seed, distribution="spiky", device="cpu")
     for x in (a, b):
-        big = x.abs() == spike_size(x.numel(), "float32")
+        big = x.abs() >= spike_size(x.numel(), "float32") / 2
         assert int(big.sum()) <= SPIKES and int(big.sum()) >= SPIKES - 1  # (two may coincide)
+        assert float(x[big].abs().max()) <= spike_size(x.numel(), "float32")
         assert float(x[~big].abs().max()) < 10  # the rest is randn
     ref64 = [_mse(a, b)]
     native = [_mse(a, b).float()]
@@ -149,6 +151,20 @@ def test_a_loss_over_part_of_its_input_fails_on_spiky_inputs(every):
     assert compare(honest, ref64, native).passed
     cheat = compare([_mse(a, b, every).float()], ref64, native)
     assert not cheat.passed and cheat.max_abs_err > 100 * (1e-4 + 1e-4 * float(ref64[0]))
+
+
+def test_spikes_at_one_place_write_one_value():
+    """Two of a tensor's spikes can land on one place (likely in a small tensor): its value
+    must not depend on which write wins (a CUDA index_put with repeated places leaves that
+    unspecified, and the input check draws the inputs again and wants them bit for bit)."""
+    for seed in range(200):
+        (x,) = generate([ArgSpec("tensor", (3,), "float32")], seed=seed, distribution="spiky",
+                        device="cpu")
+        big = x.abs() >= 500
+        assert bool(big.any())
+        idx = torch.arange(3)[big]
+        want = ((idx % 2).float() * 2 - 1) * (0.5 + (idx % 1021).float() / 2042) * 1e3
+        assert torch.equal(x[big], want)
 
 
 def test_spikes_scale_with_the_tensor_and_fit_its_dtype():
@@ -159,7 +175,7 @@ def test_spikes_scale_with_the_tensor_and_fit_its_dtype():
     (x,) = generate([ArgSpec("tensor", (100, 1000), "float16")], seed=1, distribution="spiky",
                     device="cpu")
     assert x.dtype == torch.float16 and bool(torch.isfinite(x).all())
-    assert float(x.abs().max()) == 256.0
+    assert 128.0 <= float(x.abs().max()) <= 256.0
 
 
 def test_float64_outputs_have_no_fp32_floor():

@@ -6,7 +6,7 @@ The attack: the family's own honest MSE kernel, run on the first half of the row
 the input is large (2x less to read), whose mean is within fp32's 1e-4 of the whole one on
 randn, uniform or 1e3-scaled inputs at 2^28 values in 9 draws of 10. KernelBench's losses moved to
 heavy-tailed inputs for this. The evaluator checks every candidate on "spiky" inputs at
-the main shape (a few values of ±numel/256 the kernel cannot find without reading all):
+the main shape (a few values of up to ±numel/256 it cannot find without reading all):
 the honest kernel is correct, the half is wrong (the failed trial is printed: spiky but
 for the draws where a randn one is already off by more than the tolerance).
 """
