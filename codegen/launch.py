@@ -65,7 +65,9 @@ def run(job: dict[str, Any]) -> LaunchResult:
     model = mod.ModelNew(*job["init_args"]).to("cuda")
     model.load_state_dict(torch.load(job["state_path"], map_location="cuda", weights_only=True))
     specs = [ArgSpec.from_dict(s) for s in job["specs"]]
-    inputs = generate(specs, seed=int(job["seed"]), distribution="randn", device="cuda")
+    # the inputs the evaluator times with (a task of probabilities: uniform, never randn)
+    inputs = generate(specs, seed=int(job["seed"]), distribution=str(job.get("dist", "randn")),
+                      device="cuda")
     warmup = max(1, int(os.environ.get(ENV_WARMUP, "0") or 0))
     repeat = max(1, int(os.environ.get(ENV_REPEAT, "1") or 1))
     trace = os.environ.get(ENV_TORCH_PROFILE)

@@ -543,7 +543,8 @@ class LocalEvaluator:
             shutil.copyfile(main["state_path"], state)
             job = {"candidate_path": str(cand_path), "specs": main["specs"],
                    "init_args": main["init_args"], "seed_init": main["seed_init"],
-                   "state_path": str(state), "seed": secrets.randbits(40)}
+                   "state_path": str(state), "seed": secrets.randbits(40),
+                   "dist": timing_distribution(info["distributions"])}
             (workdir / "launch.json").write_text(json.dumps(job))
             argv = (sys.executable, "-m", "cutegen.codegen.launch", str(workdir / "launch.json"))
         env = self._env(secrets.token_hex(16), None)
