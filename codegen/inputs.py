@@ -21,6 +21,7 @@ from typing import Any
 #: with :data:`SPIKES` values of +-(0.5 to 1) x :func:`spike_size` at random places in each
 #: tensor (see :func:`spike_size`): every evaluation checks it on the main shape.
 DISTRIBUTIONS = ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative")
+EXTRA_DISTRIBUTIONS = ("zeros",)
 
 #: Spikes per float tensor of the "spiky" distribution: few, so that a kernel cannot find
 #: them without reading every value (reading 1 % of them finds one in 8 % of the draws).
@@ -39,7 +40,6 @@ def spike_size(numel: int, dtype: str) -> float:
     Between 1e3 and 1e7 (fp16: 256, whose square still fits)."""
     cap = 256.0 if dtype == "float16" else 1e7
     return float(min(cap, max(1e3, numel / 256)))
-EXTRA_DISTRIBUTIONS = ("zeros",)
 
 
 def timing_distribution(dists: Sequence[str]) -> str:
