@@ -21,7 +21,10 @@ from typing import Any
 #: with :data:`SPIKES` values of +-(0.5 to 1) x :func:`spike_size` at random places in each
 #: tensor (see :func:`spike_size`): every evaluation checks it on the main shape.
 DISTRIBUTIONS = ("randn", "spiky", "randn_mean3", "uniform", "large", "small", "negative")
-EXTRA_DISTRIBUTIONS = ("zeros",)
+#: "uniform_spiky": uniform with the spikes, all positive: the reference worker puts it in
+#: the place of "spiky" for a task defined on positive inputs only (``log`` of them), where
+#: "spiky" is NaN everywhere and left out (``Reference.informative``).
+EXTRA_DISTRIBUTIONS = ("zeros", "uniform_spiky")
 
 #: Spikes per float tensor of the "spiky" distribution: few, so that a kernel cannot find
 #: them without reading every value (reading 1 % of them finds one in 8 % of the draws).
@@ -216,24 +219,17 @@ def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = N
         out = torch.empty(shape, device=device, dtype=torch.float32)
     if dist == "zeros":
         return out.zero_()
-    if dist == "uniform":
-        return torch.rand(shape, generator=gen, out=out)
+    if dist in ("uniform", "uniform_spiky"):
+        # (0, 1], never 0: torch.rand gives an exact 0 once in 2^24 values, so a 2^30-value
+        # input held dozens and log(p) of it was -inf (KernelBench L1 98's kl_div: Inf
+        # everywhere, on every distribution)
+        x = torch.rand(shape, generator=gen, out=out).neg_().add_(1.0)
+        return _spikes(x, gen, device, dtype, signed=False) if dist == "uniform_spiky" else x
     x = torch.randn(shape, generator=gen, out=out)
     if dist == "randn":
         return x
     if dist == "spiky":
-        n = x.numel()
-        if n:
-            at = torch.randint(0, n, (SPIKES,), generator=gen, device=device)
-            # Sign and size are functions of the place: two spikes drawn at one place write
-            # the same value, so the draw is the same every time (a CUDA index_put with
-            # repeated places writes one of them, which one unspecified). Sizes differ (half
-            # to all of spike_size): with one size, a kernel that kept exactly its share of
-            # the spikes (one in five draws for half of 16) would scale up to the right sum.
-            sign = (at % 2).to(torch.float32) * 2 - 1
-            size = 0.5 + (at % 1021).to(torch.float32) / 2042
-            x.view(-1)[at] = sign * size * spike_size(n, dtype)
-        return x
+        return _spikes(x, gen, device, dtype, signed=True)
     if dist == "randn_mean3":
         return x.add_(3.0)
     if dist == "large":
@@ -243,6 +239,25 @@ def _draw(shape: tuple[int, ...], dist: str, gen: Any, device: str, out: Any = N
     if dist == "negative":
         return x.abs_().neg_()
     raise ValueError(f"unknown input distribution {dist!r}")
+
+
+def _spikes(x: Any, gen: Any, device: str, dtype: str, *, signed: bool) -> Any:
+    """``x`` with :data:`SPIKES` values of (0.5 to 1) x :func:`spike_size` at random places,
+    of either sign where ``signed``, else positive."""
+    import torch
+
+    n = x.numel()
+    if n:
+        at = torch.randint(0, n, (SPIKES,), generator=gen, device=device)
+        # Sign and size are functions of the place: two spikes drawn at one place write the
+        # same value, so the draw is the same every time (a CUDA index_put with repeated
+        # places writes one of them, which one unspecified). Sizes differ (half to all of
+        # spike_size): with one size, a kernel that kept exactly its share of the spikes (one
+        # in five draws for half of 16) would scale up to the right sum.
+        sign = (at % 2).to(torch.float32) * 2 - 1 if signed else 1.0
+        size = 0.5 + (at % 1021).to(torch.float32) / 2042
+        x.view(-1)[at] = sign * size * spike_size(n, dtype)
+    return x
 
 
 def _draw_wide(shape: tuple[int, ...], dist: str, gen: Any, device: str) -> Any:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Distributions checked on the main shape in every evaluation, in this order.
-MAIN_SHAPE_DISTRIBUTIONS = ("randn", "spiky")
+MAIN_SHAPE_DISTRIBUTIONS = ("randn", "spiky", "uniform_spiky")
 
 #: Byte the prefill memsets write on even calls: all-ones bits (NaN in every float dtype).
 NAN_BYTE = 0xFF
@@ -83,7 +83,8 @@ def verification_plan(shapes: Sequence[ShapeInfo], dists: Sequence[str], *, main
     "large" inputs send it to the rmse bound) then fails every time, not in the evaluations
     that happened to draw it; which seed, pattern and shape each gets stays secret.
 
-    ``randn`` and ``spiky`` (where the task allows them) are always main-shape trials: a
+    ``randn`` and ``spiky`` or ``uniform_spiky`` (where the task allows them) are always
+    main-shape trials: a
     kernel that reduces only part of a large input does so at the main shape, the largest,
     and the spikes are what it would miss (:func:`~cutegen.codegen.inputs.spike_size`)."""
     first = [d for d in MAIN_SHAPE_DISTRIBUTIONS if d in dists]

@@ -250,11 +250,14 @@ class Reference:
             note = (note + "; " if note else "") + f"hidden shapes skipped (reference raised): {skipped}"
         if self.gpu:
             self._allocate_buffers()
+            asked = list(dists)
             dists, dropped = self.informative(dists, seed_init)
             if dropped:
                 note = (note + "; " if note else "") + (
                     f"input distributions left out: {dropped} (the reference's output is NaN "
                     "or Inf everywhere on them, so they tell no kernel from another)")
+            if set(dists) - set(asked):
+                note += f"; in their place: {sorted(set(dists) - set(asked))}"
             free, _ = torch.cuda.mem_get_info()
             self.slot_budget = keep_slots(free, self.shapes)
         return {"shapes": self.shapes, "distributions": dists, "note": note,
@@ -470,15 +473,18 @@ class Reference:
         negative value, and the timed calls drew ``randn``, so a kernel that wrote NaN on
         seeing one negative number passed every check there and was timed doing nothing.
         Decided here, from the task's own forward on the shared buffers (no candidate maps
-        them yet). A forward without room on the GPU keeps its distribution (it cannot tell);
-        a task with no distribution left is a task fault."""
+        them yet). Where "spiky" is left out and "uniform" allowed, "uniform_spiky" (positive
+        spikes on positive values) is tried in its place. A forward without room on the GPU
+        keeps its distribution (it cannot tell); a task with no distribution left is a task
+        fault."""
         import torch
 
         specs = [ArgSpec.from_dict(sp) for sp in self.shapes[0]["specs"]]
         model = self.models[0]
         kept: list[str] = []
         dropped: list[str] = []
-        for d in dists:
+        todo = list(dists)
+        for d in todo:  # (a list that may grow by one while it is walked: see above)
             try:
                 args = refill(self.buffers[0], specs, seed=seed, distribution=d)
                 with torch.no_grad():
@@ -492,11 +498,13 @@ class Reference:
                 finite = True
                 _release_cached_memory(0)
             (kept if finite else dropped).append(d)
+            if d == "spiky" and not finite and "uniform" in todo and "uniform_spiky" not in todo:
+                todo.append("uniform_spiky")  # a task of positive inputs: positive spikes
         self.current.pop(0, None)
         _release_cached_memory()
         if not kept:
             raise TaskFault(f"the task's output is NaN or Inf everywhere on every input "
-                            f"distribution ({list(dists)}): no check can tell a correct kernel "
+                            f"distribution ({todo}): no check can tell a correct kernel "
                             "from one that writes NaN; restrict INPUT_DISTRIBUTIONS to inputs it "
                             "is defined on")
         return kept, dropped

@@ -83,7 +83,7 @@ def _draw(shape, dist: str, dtype, offset: int, gen):
     if dist == "randn_mean3":
         x += 3.0
     elif dist == "uniform":
-        x = torch.rand(n + offset, generator=gen, device="cuda", dtype=torch.float32)
+        x = 1 - torch.rand(n + offset, generator=gen, device="cuda", dtype=torch.float32)
     elif dist == "large":
         x *= 1e3
     elif dist == "small":

@@ -167,6 +167,23 @@ def test_spikes_at_one_place_write_one_value():
         assert torch.equal(x[big], want)
 
 
+def test_uniform_inputs_are_never_zero_and_their_spikes_positive():
+    """Before: "uniform" was torch.rand's [0, 1), an exact 0 once in 2^24 values, so
+    KernelBench L1 98's 2^30-value ``kl_div(log(p), q)`` was Inf on every draw (and its
+    comparisons passed anything that wrote Inf)."""
+    import math
+
+    spec = [ArgSpec("tensor", (1 << 20,), "float32")]
+    for seed in range(3):
+        (u,) = generate(spec, seed=seed, distribution="uniform", device="cpu")
+        assert float(u.min()) > 0 and float(u.max()) <= 1
+        (p,) = generate(spec, seed=seed, distribution="uniform_spiky", device="cpu")
+        big = p > 1
+        assert 1 <= int(big.sum()) <= SPIKES and float(p.min()) > 0
+        assert torch.equal(p[~big], u[~big])  # the same draw, spikes set on it
+        assert math.isfinite(float((p * (p.log() - u.log())).sum()))
+
+
 def test_spikes_scale_with_the_tensor_and_fit_its_dtype():
     assert spike_size(10, "float32") == 1e3
     assert spike_size(2**30, "float32") == 2**22

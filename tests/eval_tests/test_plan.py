@@ -78,6 +78,9 @@ def test_spiky_inputs_are_always_checked_on_the_main_shape():
         assert {c.dist for c in calls} == set(DISTRIBUTIONS)
     assert verification_plan(shapes, ("uniform", "spiky"), main_trials=3, rng=rng)[0].dist == \
         "spiky"
+    # a task of positive inputs: the positive spikes take the place (Reference.informative)
+    plan = verification_plan(shapes, ("uniform", "uniform_spiky"), main_trials=3, rng=rng)
+    assert plan[0].dist == "uniform_spiky" and plan[0].shape == 0
 
 
 def test_timed_calls_draw_from_a_distribution_the_task_allows():

@@ -450,8 +450,10 @@ def test_distributions_on_which_the_reference_is_nan_everywhere_are_left_out(tmp
     ref.buffers[0] = [torch.empty(6, 5, device=device)]
     ref.current[0] = (3, "randn", False)
     kept, dropped = ref.informative(refworker.DISTRIBUTIONS, seed=3)
-    assert "uniform" in kept and {"randn", "large", "small", "negative"} <= set(dropped)
-    assert sorted(kept + dropped) == sorted(refworker.DISTRIBUTIONS)
+    assert {"randn", "spiky", "large", "small", "negative"} <= set(dropped)
+    # positive inputs, and positive spikes in the place of the spiky ones
+    assert {"uniform", "uniform_spiky"} <= set(kept)
+    assert sorted(kept + dropped) == sorted(refworker.DISTRIBUTIONS + ("uniform_spiky",))
     assert 0 not in ref.current  # the buffers no longer hold a call's inputs
     assert ref.informative(["uniform"], seed=3) == (["uniform"], [])
 
