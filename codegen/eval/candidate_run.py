@@ -315,6 +315,12 @@ class CandidateRun:
         prep = ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist,
                          "vary": vary}, timeout=o.run_timeout_s * 4)
         self.st.seconds["inputs"] = self.st.seconds.get("inputs", 0.0) + time.monotonic() - t_prep
+        if prep.get("ok") is False:  # no room to draw the inputs (``oom``): the call is not made
+            if c.compare_now and c.role != "ghost":
+                f.trial_results.append((c.label, prep))
+            else:
+                f.handoff_failure = (c.label, prep)
+            return
         out_bytes = int(self.info["shapes"][c.shape]["output_bytes"])
         prefill = sorted({max(512, out_bytes), max(512, 2 * out_bytes), 1 << 20})
         cmd = {"op": "call", "k": c.k, "shape": c.shape, "pattern": c.pattern,

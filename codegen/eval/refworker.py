@@ -522,9 +522,16 @@ class Reference:
 
         vary = vary and self.vary_scalars
         specs = [ArgSpec.from_dict(s) for s in self.shapes[shape]["specs"]]
-        # drawn straight into the shared buffers: no input-sized copy beside them
-        args = refill(self.buffers[shape], specs, seed=seed, distribution=dist,
-                      vary_scalars=vary)
+        # drawn straight into the shared buffers: no input-sized copy beside them (fp32 and
+        # integer inputs; a bf16 / fp16 one through an fp32 draw of its size)
+        try:
+            args = refill(self.buffers[shape], specs, seed=seed, distribution=dist,
+                          vary_scalars=vary)
+        except torch.OutOfMemoryError:
+            # no room beside what the candidate's process holds: this call's verdict, not a
+            # reference worker error that ends the search
+            self.current.pop(shape, None)
+            return {"ok": False, **_out_of_memory()}
         scalars = {k: v for k, (sp, v) in enumerate(zip(specs, args, strict=True))
                    if sp.kind == "value"}
         del args

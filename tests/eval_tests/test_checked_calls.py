@@ -65,3 +65,34 @@ def test_a_wrong_checked_call_makes_the_evaluation_wrong():
     assert (bad, {"passed": False, "verdict": "wrong", "reason": "mismatch"}) in f.timed_results
     d = _benchmark(f)  # (decide() reads the observer's records first: none here)
     assert d.verdict == Verdict.WRONG and f"timed call {bad}" in d.message
+
+
+def test_inputs_without_room_are_the_calls_oom_and_no_call_is_made():
+    """Before: drawing a bf16 call's inputs (through an fp32 draw of their size) without room
+    on the GPU raised in the reference worker, an error that ended the search; now the call
+    is not made and the evaluation is ``oom`` (verify or timed call alike)."""
+    from cutegen.codegen.eval.verdict import _verification
+
+    for role in ("verify", "timed"):
+        run, ref = _run(set())
+        at = next(c.k for c in run.plan if (c.role == "verify") == (role == "verify"))
+        sent: list[dict] = []
+        run.w.proc.send_line = sent.append
+        real = ref.call
+
+        def call(req, timeout, at=at, real=real, ref=ref):
+            if req["op"] == "prepare" and ref.k + 1 == at:
+                ref.k += 1
+                return {"ok": False, "passed": False, "verdict": "oom", "reason": "no room"}
+            return real(req, timeout)
+
+        ref.call = call
+        for c in run.plan:
+            run._call(c)
+            f = run.st.facts
+            if f.trial_results and not f.trial_results[-1][1].get("passed") or \
+                    f.handoff_failure:
+                break
+        assert c.k == at and [m["k"] for m in sent] == list(range(at))  # not made
+        d = _verification(run.st.facts)
+        assert d.verdict == Verdict.OOM and "no room" in d.message

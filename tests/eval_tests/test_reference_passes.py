@@ -437,6 +437,22 @@ def test_an_input_check_without_room_is_an_oom_verdict_not_a_worker_error(tmp_pa
     assert got["verdict"] == "oom" and not got["passed"]
 
 
+def test_inputs_drawn_without_room_are_an_oom_verdict_not_a_worker_error(tmp_path, monkeypatch):
+    """A bf16 / fp16 input is drawn through an fp32 tensor of its size: where that had no
+    room beside the candidate's process, the reference worker raised and the search ended."""
+    ref = _reference(tmp_path)
+    ref.buffers[0] = [torch.empty(6, 5)]
+    ref.prepare(0, seed=2, dist="randn")
+
+    def no_room(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(refworker, "refill", no_room)
+    got = ref.prepare(0, seed=3, dist="randn")
+    assert got["ok"] is False and got["verdict"] == "oom" and not got["passed"]
+    assert 0 not in ref.current  # the buffers hold no call's inputs
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_distributions_on_which_the_reference_is_nan_everywhere_are_left_out(tmp_path, device):
     """Before: KernelBench L1 98's ``kl_div(log(p), q)`` is NaN for every distribution with a
