@@ -48,6 +48,7 @@ from cutegen.codegen.inputs import (
     on_meta,
     refill,
     spec_of,
+    timing_distribution,
 )
 
 #: Module-level sizes a task without VERIFY_SHAPES gets its hidden shapes from: the first of
@@ -169,6 +170,7 @@ class Reference:
             raise TaskFault(f"importing the task raised {type(e).__name__}: {e}") from e
         self.shapes: list[dict[str, Any]] = []
         self.models: dict[int, Any] = {}
+        self.load_dist = "randn"  # what load() draws to run the reference (see load)
         self.models64: dict[Any, Any] = {}  # shape (or (shape, "cpu")) -> float64 model
         # how the last references() took its truth: "" (float64 on the GPU), "host64" or
         # "fp32", and the words the comparison's reason gives it
@@ -223,6 +225,10 @@ class Reference:
         if not isinstance(getattr(self.mod, "Model", None), type):
             raise TaskFault("the task defines no class Model")
         configs, note = self.shape_configs(hidden)
+        # the reference's own check at load draws what the task allows (a forward that
+        # refuses negative inputs, with INPUT_DISTRIBUTIONS = ["uniform"], raised on randn)
+        self.load_dist = timing_distribution(
+            list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS)) or ["randn"])
         skipped: list[str] = []
         for k, ov in enumerate(configs):
             label = "main" if not ov else ",".join(f"{a}={b}" for a, b in ov.items())
@@ -255,7 +261,7 @@ class Reference:
             if dropped:
                 note = (note + "; " if note else "") + (
                     f"input distributions left out: {dropped} (the reference's output is NaN "
-                    "or Inf everywhere on them, so they tell no kernel from another)")
+                    "or Inf everywhere on them, or it raised: they tell no kernel from another)")
             if set(dists) - set(asked):
                 note += f"; in their place: {sorted(set(dists) - set(asked))}"
             free, _ = torch.cuda.mem_get_info()
@@ -316,7 +322,7 @@ class Reference:
             else:
                 torch.save({k2: v.detach().cpu() for k2, v in model.state_dict().items()},
                            state_path)
-            inputs = generate(specs, seed=seed_init, distribution="randn", device="cuda")
+            inputs = generate(specs, seed=seed_init, distribution=self.load_dist, device="cuda")
             try:
                 with torch.no_grad():
                     out = flatten_outputs(model(*inputs))
@@ -329,7 +335,7 @@ class Reference:
             fresh = sum(s.nbytes for s in specs)
             if not self.shapes and torch.cuda.mem_get_info()[0] > 2 * out_bytes + fresh + 2**30:
                 self._check_repeatable(model, lambda: generate(
-                    specs, seed=seed_init, distribution="randn", device="cuda"), out, label)
+                    specs, seed=seed_init, distribution=self.load_dist, device="cuda"), out, label)
             out_specs = [{"dtype": str(o.dtype).removeprefix("torch."), "shape": list(o.shape)}
                          if isinstance(o, torch.Tensor) else {"value": True} for o in out]
             self.models[len(self.shapes)] = model
@@ -374,13 +380,13 @@ class Reference:
                     return skipped
                 torch.manual_seed(0)
                 model = self.mod.Model(*self.shapes[k]["init_args"])
-                inputs = generate(specs, seed=0, distribution="randn", device="cpu")
+                inputs = generate(specs, seed=0, distribution=self.load_dist, device="cpu")
                 began = time.perf_counter()
                 with torch.no_grad():
                     out = flatten_outputs(model(*inputs))
                 if time.perf_counter() - began < _CPU_REPEAT_S:  # else the GPU worker's check
                     self._check_repeatable(model, lambda specs=specs: generate(
-                        specs, seed=0, distribution="randn", device="cpu"), out,
+                        specs, seed=0, distribution=self.load_dist, device="cpu"), out,
                         self.shapes[k]["label"])
                 return skipped
             except RandomReference:
@@ -473,7 +479,8 @@ class Reference:
         negative value, and the timed calls drew ``randn``, so a kernel that wrote NaN on
         seeing one negative number passed every check there and was timed doing nothing.
         Decided here, from the task's own forward on the shared buffers (no candidate maps
-        them yet). Where "spiky" is left out and "uniform" allowed, "uniform_spiky" (positive
+        them yet); a forward that raises on a distribution's inputs leaves it out too. Where
+        "spiky" is left out and "uniform" allowed, "uniform_spiky" (positive
         spikes on positive values) is tried in its place. A forward without room on the GPU
         keeps its distribution (it cannot tell); a task with no distribution left is a task
         fault."""
@@ -497,6 +504,9 @@ class Reference:
             except torch.OutOfMemoryError:
                 finite = True
                 _release_cached_memory(0)
+            except Exception:  # noqa: BLE001 - the task's forward refuses these inputs (a
+                # distribution's argument check on negative values): it cannot judge with them
+                finite = False
             (kept if finite else dropped).append(d)
             if d == "spiky" and not finite and "uniform" in todo and "uniform_spiky" not in todo:
                 todo.append("uniform_spiky")  # a task of positive inputs: positive spikes

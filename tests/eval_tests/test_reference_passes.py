@@ -55,9 +55,10 @@ def get_init_inputs():
 '''
 
 
-def _reference(tmp_path: Path, body: str = "pass") -> Reference:
+def _reference(tmp_path: Path, body: str = "pass", dists: str = "") -> Reference:
     task = tmp_path / "task.py"
-    task.write_text(TASK.replace("BODY", body))
+    task.write_text(TASK.replace("BODY", body) + (f"\nINPUT_DISTRIBUTIONS = {dists}\n"
+                                                 if dists else ""))
     ref = Reference(str(task), gpu=False, scratch=tmp_path)
     ref.load(hidden=False, seed_init=0)
     ref.models[0] = ref.mod.Model(*ref.shapes[0]["init_args"])  # on the CPU, not the meta device
@@ -478,6 +479,13 @@ def test_distributions_on_which_the_reference_is_nan_everywhere_are_left_out(tmp
     nan.buffers[0] = [torch.empty(6, 5, device=device)]
     with pytest.raises(refworker.TaskFault, match="NaN or Inf everywhere"):
         nan.informative(["randn", "uniform"], seed=3)
+    picky = _reference(tmp_path, "if bool((x < 0).any()): raise ValueError('x must be >= 0')",
+                       dists='["uniform"]')
+    picky.models[0] = picky.models[0].to(device)
+    picky.buffers[0] = [torch.empty(6, 5, device=device)]
+    assert picky.load_dist == "uniform"  # (its load ran it on what it allows: randn raised)
+    kept, dropped = picky.informative(["randn", "uniform"], seed=3)
+    assert (kept, dropped) == (["uniform"], ["randn"])  # it refuses negative inputs
     fine = _reference(tmp_path)  # finite outputs: every distribution kept
     fine.models[0] = fine.models[0].to(device)
     fine.buffers[0] = [torch.empty(6, 5, device=device)]
