@@ -513,10 +513,10 @@ class Reference:
         self.current.pop(0, None)
         _release_cached_memory()
         if not kept:
-            raise TaskFault(f"the task's output is NaN or Inf everywhere on every input "
-                            f"distribution ({todo}): no check can tell a correct kernel "
-                            "from one that writes NaN; restrict INPUT_DISTRIBUTIONS to inputs it "
-                            "is defined on")
+            raise TaskFault(f"the task's output is NaN or Inf everywhere (or its forward "
+                            f"raised) on every input distribution ({todo}): no check can tell a "
+                            "correct kernel from one that writes NaN; restrict "
+                            "INPUT_DISTRIBUTIONS to inputs it is defined on")
         return kept, dropped
 
     def _draw(self, shape: int, seed: int, dist: str, vary: bool,
