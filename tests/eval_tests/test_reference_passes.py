@@ -422,36 +422,28 @@ def test_float64_inputs_are_the_inputs_widened(shape):
             assert got[k].dtype == torch.float64 and torch.equal(got[k], want[k].double())
 
 
-def test_an_input_check_without_room_is_an_oom_verdict_not_a_worker_error(tmp_path, monkeypatch):
-    """The check that the candidate left its inputs alone draws them again; where that draw
-    had no room, the exception left the reference worker as an error and ended the search
-    (as the baselines' did for KernelBench L1 45); now it is the call's ``oom``."""
+def _no_room(*a, **k):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+
+
+@pytest.mark.parametrize("where", ["input check", "draw"])
+def test_inputs_without_room_are_an_oom_verdict_not_a_worker_error(tmp_path, monkeypatch, where):
+    """Where the reference worker had no room beside the candidate's process, its exception
+    left it as an error and ended the search (as the baselines' did for KernelBench L1 45);
+    now it is the call's ``oom``. "input check": the check that the candidate left its inputs
+    alone draws them again; "draw": a bf16 / fp16 input is drawn through an fp32 tensor of
+    its size."""
     ref = _reference(tmp_path)
     ref.buffers[0] = [torch.empty(6, 5)]
     ref.prepare(0, seed=2, dist="randn")
-
-    def no_room(*a, **k):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
-
-    monkeypatch.setattr(ref, "_draw", no_room)
-    got = ref.take(shape=0, outputs=[], mode="compare", slot=None)
+    if where == "input check":
+        monkeypatch.setattr(ref, "_draw", _no_room)
+        got = ref.take(shape=0, outputs=[], mode="compare", slot=None)
+    else:
+        monkeypatch.setattr(refworker, "refill", _no_room)
+        got = ref.prepare(0, seed=3, dist="randn")
+        assert got["ok"] is False and 0 not in ref.current  # the buffers hold no call's inputs
     assert got["verdict"] == "oom" and not got["passed"]
-
-
-def test_inputs_drawn_without_room_are_an_oom_verdict_not_a_worker_error(tmp_path, monkeypatch):
-    """A bf16 / fp16 input is drawn through an fp32 tensor of its size: where that had no
-    room beside the candidate's process, the reference worker raised and the search ended."""
-    ref = _reference(tmp_path)
-    ref.buffers[0] = [torch.empty(6, 5)]
-    ref.prepare(0, seed=2, dist="randn")
-
-    def no_room(*a, **k):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
-
-    monkeypatch.setattr(refworker, "refill", no_room)
-    got = ref.prepare(0, seed=3, dist="randn")
-    assert got["ok"] is False and got["verdict"] == "oom" and not got["passed"]
-    assert 0 not in ref.current  # the buffers hold no call's inputs
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
