@@ -225,10 +225,15 @@ class Reference:
         if not isinstance(getattr(self.mod, "Model", None), type):
             raise TaskFault("the task defines no class Model")
         configs, note = self.shape_configs(hidden)
+        dists = list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
+        bad = [d for d in dists if d not in DISTRIBUTIONS + EXTRA_DISTRIBUTIONS]
+        if bad or not dists:
+            raise TaskFault(f"INPUT_DISTRIBUTIONS names unknown distributions {bad}; "
+                            f"known: {list(DISTRIBUTIONS + EXTRA_DISTRIBUTIONS)}" if bad else
+                            "INPUT_DISTRIBUTIONS is empty: name at least one distribution")
         # the reference's own check at load draws what the task allows (a forward that
         # refuses negative inputs, with INPUT_DISTRIBUTIONS = ["uniform"], raised on randn)
-        self.load_dist = timing_distribution(
-            list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS)) or ["randn"])
+        self.load_dist = timing_distribution(dists)
         skipped: list[str] = []
         for k, ov in enumerate(configs):
             label = "main" if not ov else ",".join(f"{a}={b}" for a, b in ov.items())
@@ -242,13 +247,8 @@ class Reference:
                 continue
             sh["overrides"] = dict(ov)  # the candidate's module gets them while ModelNew is built
             self.shapes.append(sh)
-        dists = list(getattr(self.mod, "INPUT_DISTRIBUTIONS", DISTRIBUTIONS))
         # float scalars of forward vary between calls unless the task says they may not
         self.vary_scalars = bool(getattr(self.mod, "VARY_SCALARS", True))
-        bad = [d for d in dists if d not in DISTRIBUTIONS + EXTRA_DISTRIBUTIONS]
-        if bad:
-            raise TaskFault(f"INPUT_DISTRIBUTIONS names unknown distributions {bad}; "
-                            f"known: {list(DISTRIBUTIONS + EXTRA_DISTRIBUTIONS)}")
         flops, in_bytes, out_bytes = self._count()
         if not self.gpu:
             skipped += self._validate_on_cpu()

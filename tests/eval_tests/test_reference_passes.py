@@ -483,3 +483,13 @@ def test_distributions_on_which_the_reference_is_nan_everywhere_are_left_out(tmp
     fine.buffers[0] = [torch.empty(6, 5, device=device)]
     assert fine.informative(refworker.DISTRIBUTIONS, seed=3) == (
         list(refworker.DISTRIBUTIONS), [])
+
+
+@pytest.mark.parametrize(("dists", "says"), [('["randn", "gaussian"]', "unknown distributions"),
+                                             ("[]", "is empty")])
+def test_input_distributions_are_checked_before_the_reference_runs(tmp_path, dists, says):
+    """The names are checked before load draws anything with them (an unknown one reached
+    the draw on the GPU as "the reference raised"; an empty list passed and left the plan
+    with nothing to verify on)."""
+    with pytest.raises(refworker.TaskFault, match=says):
+        _reference(tmp_path, dists=dists)
