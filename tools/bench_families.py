@@ -48,7 +48,8 @@ REDUCE_TASKS = (
     "normalize_channels_fp32", "group_norm_bf16", "instance_norm_fp32", "batch_norm_fp32",
     "batch_norm_eval_bf16", "frobenius_norm_fp32", "batch_center_fp32", "smooth_l1_loss_fp32",
     "kl_div_bf16", "selu_bf16", "masked_scale_fp32", "max_pool2d_fp32",
-    "max_pool2d_dilated_bf16", "avg_pool2d_fp32", "avg_pool1d_fp32", "max_pool1d_bf16",
+    "max_pool2d_dilated_bf16", "avg_pool2d_fp32", "avg_pool2d_wide_fp32", "avg_pool1d_fp32",
+    "max_pool1d_bf16",
     "max_pool3d_fp32", "avg_pool3d_bf16", "global_avg_pool_bf16", "cumsum_exclusive_fp32",
     "cumsum_exclusive_cut_fp32", "cumsum_exclusive_cat_bf16",
     "matvec_fp32", "cosine_loss_fp32", "triplet_loss_fp32")

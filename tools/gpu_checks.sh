@@ -58,6 +58,9 @@
 #   conv-chains    the conv + other families chains (9 cases; correctness, -n 4)          ~3
 #   row-sums       compensated fp32 row sums and outer broadcasts: correctness, the cost  ~6
 #   pool-gpu       the pool family's cases (span reads, several outputs a thread)       ~4
+#   pool-staged    the staged pool kernel (wide strides): GPU cases, staged against not,
+#                  KernelBench L1 45 / 46 through the CLI (carry .kb; KB45=.kb/level1/45_...py
+#                  to time L1 45 in the second part too)                             ~10
 #   bn-gpu         batch norm of (N, C) features (strided statistics): correctness, the
 #                  Linear -> BN -> GELU -> GN chain's time and its kernels             ~5
 #   conv-gpu       every conv task's default candidate and the knob cases (issue 20)   ~9
@@ -394,6 +397,19 @@ for s in "$@"; do
     pool-gpu)  # the pool kernel's span reads (2026-12-03, eighth session): every pool case
       step pool_gpu 400 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q -n 4 \
         -p no:cacheprovider -k "r19 and pool" ;;
+    pool-staged)  # the staged pool kernel (thirty-first session: windows at a wide stride read
+      # through shared memory): its GPU cases (forced on and off on every small pool task),
+      # then the wide-stride pools timed staged and not (kernels alone, a CUDA graph), then
+      # KernelBench L1 45 and 46 through the CLI (carry .kb)
+      step pool_staged_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 3 -p no:cacheprovider -k "pool_stage or stride7 or stride5 or avg_pool2d_wide"
+      for v in auto false; do
+        step "pool_staged_time_$v" 150 $py tools/host_overhead.py avg_pool2d_wide_fp32 \
+          ${KB45:-} --calls 20 --set "pool_stage=$v" --json "$out/pool_staged_$v.json"
+      done
+      if [ -d .kb/level1 ]; then
+        kb_once kb_pool 200 1 45,46 3
+      fi ;;
     conv-chains)  # a conv kernel then other families' kernels (chains.conv_then, 2026-12-03)
       step conv_chains 400 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 4 \
         -p no:cacheprovider -k "rec_chain or avgpool_sigmoid_sum or groupnorm_mean or batchnorm_center or layernorm_gelu or min_sum_gelu or softplus_multiply" ;;

@@ -13,10 +13,13 @@ from cutegen.codegen.families.template import render_template
 _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
            "float16": "torch.float16"}
 #: The pool kernel's knobs: threads per CTA; ``pool_outs``: consecutive outputs a thread
-#: computes (0: the fewest for aligned span reads); ``vec_bits``: the widest span access.
-POOL_KNOBS = ({"threads": 256, "pool_outs": 0, "vec_bits": 128},
+#: computes (0: the fewest for aligned span reads); ``vec_bits``: the widest span access;
+#: ``pool_stage``: the input staged column by column through shared memory (PoolStagedKernel:
+#: coalesced loads whatever the stride; "auto": where the thread-per-outputs kernel's lanes
+#: would read 64 bytes apart or more, e.g. windows at stride 11).
+POOL_KNOBS = ({"threads": 256, "pool_outs": 0, "vec_bits": 128, "pool_stage": "auto"},
               {"threads": [128, 256, 512], "pool_outs": [0, 1, 2, 4, 8],
-               "vec_bits": [32, 64, 128]})
+               "vec_bits": [32, 64, 128], "pool_stage": ["auto", True, False]})
 
 
 def _wrapped(lf: Leaf) -> str:

@@ -93,6 +93,7 @@ BUNDLED_REDUCE = {
     "max_pool2d_fp32": ("pool", "max_pool", "-", "-"),
     "max_pool2d_dilated_bf16": ("pool", "max_pool", "-", "-"),
     "avg_pool2d_fp32": ("pool", "avg_pool", "-", "-"),
+    "avg_pool2d_wide_fp32": ("pool", "avg_pool", "-", "-"),
     "avg_pool1d_fp32": ("pool", "avg_pool", "-", "-"),
     "max_pool1d_bf16": ("pool", "max_pool", "-", "-"),
     "max_pool3d_fp32": ("pool", "max_pool", "-", "-"),

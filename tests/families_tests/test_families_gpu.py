@@ -59,11 +59,13 @@ CASES += [(name, s, True, "") for s in ("split", "resident") for name in sorted(
 CASES += [(name, s, True, extra) for name in sorted(fd.BUNDLED_LONG)
           for s, base in (("auto", "smem_row+"), ("resident", ""))
           for extra in (base + "async_stage=false", base + "l2_hints")]
-#: The pool family's other span shapes on its small tasks: eight outputs a thread, and scalar
-#: span reads (``KEY=VALUE`` extras set that knob).
+#: The pool family's other span shapes on its small tasks: eight outputs a thread, scalar
+#: span reads, and the input staged through shared memory forced on and off (``KEY=VALUE``
+#: extras set that knob; on the wide-stride tasks "auto" stages, elsewhere it does not).
 CASES += [(name, "default", True, extra)
           for name in sorted(p.stem for p in fd.REDUCE_TASKS.glob("*.py"))
-          if fd.plan_of(name).family == "pool" for extra in ("pool_outs=8", "vec_bits=32")]
+          if fd.plan_of(name).family == "pool"
+          for extra in ("pool_outs=8", "vec_bits=32", "pool_stage=true", "pool_stage=false")]
 
 #: Issue 19's kinds furthest below copy bandwidth, with the knob a search would try first:
 #: approximate transcendentals where they offer it (kl_div's two logs an element), fewer rows
