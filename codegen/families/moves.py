@@ -63,6 +63,7 @@ from cutegen.codegen.families.gemm import PROMOTE_DEFAULT
 from cutegen.codegen.families.plan import NotCovered, Plan, Recognition
 from cutegen.codegen.families.recognize import recognize_task
 from cutegen.codegen.families.render import can_split, knobs, render
+from cutegen.codegen.families.render_pool import staged_by_default
 from cutegen.codegen.families.taskmodule import TaskModuleError
 from cutegen.codegen.rewriters.base import Move, Proposal, RewriteContext
 from cutegen.codegen.tasks import Task
@@ -154,21 +155,26 @@ def not_covered_message(task: Task) -> str:
     return "" if rec.covered or rec.not_covered is None else rec.not_covered.message
 
 
+#: How a root variant that sets an on / off knob against its default says so.
+_SWITCH_WORDS = {("smem_row", True): "row slice kept in shared memory",
+                 ("smem_row", False): "row read twice (no shared-memory copy)",
+                 ("pool_stage", False): "each thread reads its windows' span (not staged)"}
+
+
 def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
-          smem_row: bool | None = None) -> Move:
-    """The root's move for a rendered variant (``smem_row``: set against its default, or
-    None where the variant keeps the default)."""
+          switch: tuple[str, bool] | None = None) -> Move:
+    """The root's move for a rendered variant (``switch``: a knob (name, value) set against
+    its default, or None where the variant keeps the defaults)."""
     how = ("" if fused or not can_split(plan) else ", unfused") + (", fast math" if fast_math
                                                                    else "")
-    if smem_row is not None:
-        how += (", row slice kept in shared memory" if smem_row
-                else ", row read twice (no shared-memory copy)")
+    if switch is not None:
+        how += ", " + _SWITCH_WORDS[switch]
     params: dict[str, object] = {"family": plan.family, "op": plan.op, "strategy": strategy,
                                  "fused": fused}
     if fast_math:
         params["fast_math"] = True
-    if smem_row is not None:
-        params["smem_row"] = smem_row
+    if switch is not None:
+        params[switch[0]] = switch[1]
     return Move("family", f"{plan.family} family: {plan.op} ({strategy}{how})", "cheap", params)
 
 
@@ -211,10 +217,13 @@ def family_proposals(task: Task) -> list[Proposal]:
             continue
         values, choices = knobs(plan)
         default = values.get("strategy", "default")  # the pool family has one way only
-        # (strategy, fused, fast math, row slice in shared memory: None keeps the default)
-        variants: list[tuple[str, bool, bool, bool | None]] = [(default, True, False, None)]
+        # (strategy, fused, fast math, a knob (name, value) set against its default or None)
+        variants: list[tuple[str, bool, bool, tuple[str, bool] | None]] = [
+            (default, True, False, None)]
         if "smem_row" in choices:  # long rows: the other way of walking them, right after
-            variants.append((default, True, False, not values["smem_row"]))
+            variants.append((default, True, False, ("smem_row", not values["smem_row"])))
+        if plan.family == "pool" and staged_by_default(plan):  # the new kernel's fallback
+            variants.append((default, True, False, ("pool_stage", False)))
         if "fast_math" in choices:  # transcendentals into a bf16 / fp16 result: next, since
             # on the H200 kl_div_bf16 (two logs an element) ran 338.8 -> 139.2 us with it and
             # selu_bf16 lost nothing (303.1 / 303.3 us; 2026-12-03), while the strategies
@@ -224,19 +233,19 @@ def family_proposals(task: Task) -> list[Proposal]:
             plan.family, choices.get("strategy", [default])) if s != default]
         if can_split(plan):
             variants.append((default, False, False, None))
-        for strategy, fused, fast, smem_row in variants:
+        for strategy, fused, fast, switch in variants:
             tunables: dict[str, object] = {"strategy": strategy} if "strategy" in values else {}
             if fast:
                 tunables["fast_math"] = True
-            if smem_row is not None:
-                tunables["smem_row"] = smem_row
+            if switch is not None:
+                tunables[switch[0]] = switch[1]
             try:
                 code = render(plan, task.source, tunables=tunables, fused=fused)
             except TaskModuleError as e:  # remembered, so not_covered_message says why
                 _CACHE[task.sha256] = Recognition(not_covered=NotCovered(
                     f"a candidate cannot copy Model's constructor: {e}", "Model.__init__"))
                 return []
-            move = _move(plan, strategy, fused, fast, smem_row)
+            move = _move(plan, strategy, fused, fast, switch)
             out.append(Proposal(CandidateSource(code, f"family:{move.description}"), move))
     return out
 
@@ -337,6 +346,13 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
                                        f"builtin:{desc}"),
                        Move("tunable", desc, "cheap", {"name": name, "from": keep.value,
                                                        "to": not keep.value}))
+    stage = tunables.get("pool_stage")  # pools: staged through shared memory, or not
+    for v in stage.choices if stage is not None else ():
+        if v != stage.value:
+            desc = f"pool_stage {stage.value!r}->{v!r} ({fam.get('op')})"
+            yield Proposal(CandidateSource(set_tunable(code, "pool_stage", v), f"builtin:{desc}"),
+                           Move("tunable", desc, "cheap",
+                                {"name": "pool_stage", "from": stage.value, "to": v}))
     strat = tunables.get("strategy")
     if strat is not None:
         for s in strat.choices:

@@ -5,6 +5,8 @@ accesses where the row length allows)."""
 
 from __future__ import annotations
 
+import math
+
 from cutegen.codegen.families.operands import Operands, source
 from cutegen.codegen.families.plan import Leaf, Plan
 from cutegen.codegen.families.pointwise import chain_function
@@ -20,6 +22,23 @@ _DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16",
 POOL_KNOBS = ({"threads": 256, "pool_outs": 0, "vec_bits": 128, "pool_stage": "auto"},
               {"threads": [128, 256, 512], "pool_outs": [0, 1, 2, 4, 8],
                "vec_bits": [32, 64, 128], "pool_stage": ["auto", True, False]})
+
+
+def staged_by_default(plan: Plan) -> bool:
+    """Whether a pool plan's candidate stages its input through shared memory at the task's
+    main shape with the default knobs ("auto": the thread-per-outputs kernel's lanes would
+    read 64 bytes apart or more), as the template's ``_pool_staged`` decides it, taking the
+    widest access the row length allows (the host also needs aligned pointers)."""
+    lf = plan.leaf(plan.main)
+    if not lf.shape:
+        return False
+    esize = {"float32": 4, "bfloat16": 2, "float16": 2}.get(lf.dtype, 4)
+    width, stride = int(lf.shape[-1]), int(tuple(plan.param("stride"))[-1])
+    vec = max(1, 128 // (8 * esize))
+    while vec > 1 and width % vec:
+        vec //= 2
+    ow = vec // math.gcd(stride, vec)
+    return ow * stride * esize >= 64
 
 
 def _wrapped(lf: Leaf) -> str:

@@ -220,3 +220,43 @@ def test_auto_stages_wide_strides_only():
     ns["TUNABLES"]["pool_stage"] = False
     assert ns["_pool_staged"](x, [], (8, 2048), outs=ns["_pool_out"](
         (8, 2048), ceil_mode=False, **kw), threads=256, ow=4, **kw) is None
+
+
+def _proposals(name: str):
+    import random
+
+    from cutegen.codegen.rewriters.base import RewriteContext
+    from cutegen.codegen.rewriters.builtin import BuiltinRewriter
+    from cutegen.codegen.tasks import load_bundled_task
+
+    task = load_bundled_task(name)
+    props = [p for p in BuiltinRewriter().initial(RewriteContext(task=task), n=8,
+                                                  rng=random.Random(0))
+             if p.move.kind == "family"]
+    return task, props
+
+
+def test_root_offers_the_unstaged_kernel_second_where_the_default_stages():
+    """Where "auto" stages at the task's shape (the bundled 6 GB wide-stride pool), the
+    second root candidate is the thread-per-outputs kernel (the one a search falls back on);
+    a parent gets the other settings of the knob as moves. Where it does not stage (stride
+    2), the root offers no such variant."""
+    from cutegen.codegen.candidate import parse_tunables
+    from cutegen.codegen.families.moves import family_moves, recognition_for
+    from cutegen.codegen.families.render_pool import staged_by_default
+    from cutegen.codegen.rewriters.base import RewriteContext
+
+    task, props = _proposals("avg_pool2d_wide_fp32")
+    plan = recognition_for(task, in_process=True).plans[0]
+    assert staged_by_default(plan)
+    assert props[0].move.params.get("pool_stage") is None
+    assert parse_tunables(props[0].candidate.code)["pool_stage"].value == "auto"
+    assert props[1].move.params["pool_stage"] is False
+    assert "not staged" in props[1].move.description
+    assert parse_tunables(props[1].candidate.code)["pool_stage"].value is False
+    flips = [p for p in family_moves(RewriteContext(task=task, parent=props[0].candidate))
+             if p.move.params.get("name") == "pool_stage"]
+    assert sorted(str(p.move.params["to"]) for p in flips) == ["False", "True"]
+    task, props = _proposals("avg_pool2d_fp32")  # stride 2: lanes 16 bytes apart
+    assert not staged_by_default(recognition_for(task, in_process=True).plans[0])
+    assert not any("pool_stage" in p.move.params for p in props)
