@@ -96,6 +96,10 @@ def print_summary(summary: Any) -> None:
     if summary.best is not None:
         click.echo(f"  best: node {summary.best.id}, {_speed(summary.best_speedup)} vs eager "
                    f"(cutegen show {summary.run} {summary.best.id})")
+        if summary.best_speedup is not None and summary.best_speedup < 1.0:
+            click.echo("  no candidate beat eager PyTorch yet: keep the reference for this "
+                       f"task, or go on (cutegen resume {summary.run} with a larger budget; "
+                       "an LLM rewriter: --rewriter mixed)")
     else:
         click.echo("  best: none yet (no correct, timed candidate); why each failed: "
                    f"cutegen nodes {summary.run} --failed")

@@ -312,3 +312,23 @@ def test_status_reads_a_read_only_store(cli, made, env, tmp_path):
         assert json.loads(r.stdout)["evaluations"] == 2
     finally:
         folder.chmod(0o755)
+
+
+def test_summary_says_when_the_best_is_slower_than_eager(capsys):
+    """A best kernel slower than eager PyTorch is still the best the search found; the end
+    of the search says so and how to go on, instead of leaving a 0.53x to be read as a win."""
+    from types import SimpleNamespace
+
+    from cutegen.cli.search_view import print_summary
+
+    def summary(speedup):
+        return SimpleNamespace(run="r9", status="finished", reason="budget", evaluations=3,
+                               verdicts={"correct": 3}, best=SimpleNamespace(id=7),
+                               best_speedup=speedup)
+
+    print_summary(summary(0.53))
+    out = capsys.readouterr().out
+    assert "0.53x vs eager" in out and "no candidate beat eager PyTorch" in out
+    assert "cutegen resume r9" in out
+    print_summary(summary(1.84))
+    assert "beat eager" not in capsys.readouterr().out
