@@ -52,6 +52,11 @@ REDUCE_EXTRA = {
                              {"count_include_pad": False, "ceil_mode": True, "spatial": 3}),
     "avg_pool1d_pad_fp32": ("pool", "avg_pool", "-", "-",
                             {"count_include_pad": True, "stride": (1,), "padding": (2,)}),
+    "avg_pool2d_stride7_fp32": ("pool", "avg_pool", "-", "mul",
+                                {"kernel": (7, 7), "stride": (7, 7), "padding": (2, 2)}),
+    "max_pool2d_stride5_bf16": ("pool", "max_pool", "sub, cast", "-",
+                                {"kernel": (3, 3), "stride": (5, 5), "padding": (1, 1),
+                                 "dilation": (2, 2), "ceil_mode": True}),
     # one value per row: the three sums, then a pointwise kernel combining them (before
     # 2026-12-02's fifth session refused: the last sum's kernel cannot read the others)
     "cosine_rows_bf16": ("chain", "sum+sum+sum+pointwise", "-", "-", {}),

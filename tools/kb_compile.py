@@ -1,0 +1,197 @@
+"""Every KernelBench task's first built-in candidate compiled for sm_90a on the CPU, at its
+main shape and its hidden shapes (no GPU; nothing is launched).
+
+    CUTE_DSL_ARCH=sm_90a python tools/kb_compile.py KB_DIR [--levels 1,2] [--problems 45,46]
+                                                    [--jobs 2] [--json OUT.json]
+
+KB_DIR is a KernelBench checkout's ``KernelBench`` folder (``level1/``, ``level2/``). For each
+task: the built-in rewriter's first candidate (``family_proposals``), and the shapes the
+evaluator verifies at (the main shape, and for a task without VERIFY_SHAPES its first size
+name at 1 and at ``hidden_batch``), whose input shapes and dtypes are read on the meta
+device. Each task's shapes are compiled in a child process
+(``tests/families_tests/family_compile_driver.py``: the candidate's host code runs on
+uninitialised CPU tensors, its kernels are compiled, registers / local memory / SASS memory
+ops recorded, none launched), ``--jobs`` at a time. One line per task: the shapes compiled,
+the kernels, any error's last line; the summary counts tasks refused (with the reason),
+compiled at every shape, and failed. Regressions in what a user's KernelBench task compiles
+to show here before any GPU run. A shape whose inputs exceed ``--max-gib`` of host memory is
+skipped (said in its line): the host code may touch them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "families_tests" / "family_compile_driver.py"
+
+
+def _number(path: Path) -> int:
+    m = re.match(r"(\d+)", path.name)
+    return int(m.group(1)) if m else 0
+
+
+def _shapes(path: Path) -> list[tuple[str, list, list]]:
+    """(label, init values, input specs) for the main and hidden shapes of a task file."""
+    import importlib.util
+
+    import torch
+
+    from cutegen.codegen.eval.refworker import _SIZE_NAMES, hidden_batch
+    from cutegen.codegen.inputs import on_meta
+
+    spec = importlib.util.spec_from_file_location(f"kb_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    configs: list[dict] = [{}]
+    declared = getattr(mod, "VERIFY_SHAPES", None)
+    if declared is not None:
+        configs += [dict(c) for c in declared]
+    else:
+        found = [n for n in _SIZE_NAMES if isinstance(getattr(mod, n, None), int)]
+        if found:
+            main = int(getattr(mod, found[0]))
+            configs += [{found[0]: 1}, {found[0]: hidden_batch(main)}]
+    out = []
+    for cfg in configs:
+        saved = {k: getattr(mod, k) for k in cfg}
+        for k, v in cfg.items():
+            setattr(mod, k, v)
+        try:
+            with on_meta(), torch.device("meta"):
+                inputs = mod.get_inputs()
+            init = mod.get_init_inputs()
+        finally:
+            for k, v in saved.items():
+                setattr(mod, k, v)
+        specs = []
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                specs.append({"shape": list(x.shape), "dtype": str(x.dtype).split(".")[-1]})
+            else:
+                specs.append({"value": x})
+        label = ",".join(f"{k}={v}" for k, v in cfg.items()) or "main"
+        out.append((label, list(init), specs))
+    return out
+
+
+def _gib(specs: list) -> float:
+    import torch
+
+    total = 0
+    for s in specs:
+        if "shape" in s:
+            total += math.prod(s["shape"]) * torch.empty(
+                0, dtype=getattr(torch, s["dtype"])).element_size()
+    return total / 2**30
+
+
+def one(path: Path, workdir: Path, max_gib: float) -> dict:
+    """Compile the task's first candidate at each of its shapes; a row for the report."""
+    from cutegen.codegen.families import family_proposals, recognition_for
+    from cutegen.codegen.tasks import load_task_file
+
+    row: dict = {"task": path.name, "shapes": 0, "compiled": 0, "kernels": 0, "errors": [],
+                 "skipped": []}
+    task = load_task_file(path)
+    rec = recognition_for(task)
+    if not rec.covered:
+        row["refused"] = rec.not_covered.reason
+        return row
+    props = family_proposals(task)
+    if not props:
+        row["refused"] = "no proposal"
+        return row
+    cand = workdir / f"{path.stem}_cand.py"
+    cand.write_text(props[0].candidate.code)
+    cases = []
+    for label, init, specs in _shapes(path):
+        row["shapes"] += 1
+        if _gib(specs) > max_gib:
+            row["skipped"].append(f"{label} ({_gib(specs):.1f} GiB of inputs)")
+            continue
+        cases.append({"file": str(cand), "init": init, "inputs": specs, "label": label})
+    if not cases:
+        return row
+    cfile = workdir / f"{path.stem}_cases.json"
+    cfile.write_text(json.dumps(cases))
+    env = dict(os.environ, CUTE_DSL_ARCH=os.environ.get("CUTE_DSL_ARCH", "sm_90a"))
+    res = subprocess.run([sys.executable, str(DRIVER), str(cfile)], capture_output=True,
+                         text=True, env=env, timeout=1800)
+    try:
+        got = json.loads(res.stdout.strip().splitlines()[-1])["cases"]
+    except (IndexError, ValueError, KeyError):
+        row["errors"].append("driver: " + (res.stderr.strip().splitlines() or ["?"])[-1])
+        return row
+    for case, r in zip(cases, got, strict=True):
+        if r["error"]:
+            row["errors"].append(f"{case['label']}: {r['error'].strip().splitlines()[-1]}")
+            continue
+        row["compiled"] += 1
+        kernels = [k for c in r["compiles"] for k in c["kernels"].values()]
+        row["kernels"] += len(kernels)
+        frames = [k.get("frame", 0) for k in kernels if k.get("frame", 0)]
+        if frames:
+            row.setdefault("local_memory", []).append(f"{case['label']}: {max(frames)} B")
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kb_dir", type=Path, help="a KernelBench folder holding level1/, level2/")
+    ap.add_argument("--levels", default="1,2")
+    ap.add_argument("--problems", default="", help="problem numbers (all when empty)")
+    ap.add_argument("--jobs", type=int, default=2, help="tasks compiled at once")
+    ap.add_argument("--max-gib", type=float, default=12.0,
+                    help="skip a shape whose inputs take more host memory than this")
+    ap.add_argument("--json", type=Path, help="write the rows here too")
+    args = ap.parse_args(argv)
+    wanted = {int(p) for p in args.problems.split(",") if p.strip()}
+    paths = []
+    for level in args.levels.split(","):
+        folder = args.kb_dir / f"level{level.strip()}"
+        if not folder.is_dir():
+            raise SystemExit(f"no {folder}")
+        paths += [p for p in sorted(folder.glob("*.py"), key=_number)
+                  if not wanted or _number(p) in wanted]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        def work(p: Path) -> dict:
+            try:
+                r = one(p, Path(tmp), args.max_gib)
+            except Exception as e:  # noqa: BLE001 - a task that cannot be read is a row too
+                r = {"task": p.name, "shapes": 0, "compiled": 0, "kernels": 0,
+                     "errors": [f"{type(e).__name__}: {e}"], "skipped": []}
+            r["level"] = p.parent.name
+            return r
+
+        for r in pool.map(work, paths):
+            rows.append(r)
+            what = (f"refused: {r['refused']}" if "refused" in r else
+                    f"{r['compiled']}/{r['shapes']} shapes, {r['kernels']} kernels")
+            extra = "; ".join(r["errors"] + [f"skipped {s}" for s in r["skipped"]]
+                              + r.get("local_memory", []))
+            print(f"{r['level']}/{r['task']}: {what}{' | ' + extra if extra else ''}",
+                  flush=True)
+    refused = sum("refused" in r for r in rows)
+    failed = sum(bool(r["errors"]) for r in rows)
+    whole = sum(not r["errors"] and "refused" not in r and r["compiled"] == r["shapes"]
+                for r in rows)
+    print(f"{len(rows)} tasks: {whole} compiled at every shape, {failed} with an error, "
+          f"{refused} refused, {len(rows) - whole - failed - refused} with shapes skipped")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
