@@ -38,7 +38,9 @@ def staged_by_default(plan: Plan) -> bool:
     while vec > 1 and width % vec:
         vec //= 2
     ow = vec // math.gcd(stride, vec)
-    return ow * stride * esize >= 64
+    k, d, pad = (int(tuple(plan.param(n))[-1]) for n in ("kernel", "dilation", "padding"))
+    room = min(4 * int(POOL_KNOBS[0]["threads"]), 8192 // vec) * vec  # _pool_tile's
+    return ow * stride * esize >= 64 and (-pad) % vec + d * (k - 1) + 1 <= room
 
 
 def _wrapped(lf: Leaf) -> str:

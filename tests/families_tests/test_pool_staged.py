@@ -260,3 +260,29 @@ def test_root_offers_the_unstaged_kernel_second_where_the_default_stages():
     task, props = _proposals("avg_pool2d_fp32")  # stride 2: lanes 16 bytes apart
     assert not staged_by_default(recognition_for(task, in_process=True).plans[0])
     assert not any("pool_stage" in p.move.params for p in props)
+
+
+def test_the_root_and_the_candidate_agree_on_staging():
+    """render_pool.staged_by_default (the root's choice of a second candidate) decides as the
+    candidate's own ``_pool_staged`` does at the task's main shape, for every pool task."""
+    import _cutegen_famdata as fd  # registered by conftest.py
+
+    from cutegen.codegen.families.render_pool import staged_by_default
+
+    ns = _namespace({"threads": 256, "vec_bits": 128, "pool_stage": "auto"})
+    names = [n for n in fd.reduce_task_names() if fd.plan_of(n).family == "pool"]
+    seen = set()
+    for name in names:
+        plan = fd.plan_of(name)
+        lf = plan.leaf(plan.main)
+        sp = plan.param("spatial")
+        sizes = tuple(lf.shape[-sp:])
+        x = torch.empty(lf.shape, dtype=getattr(torch, lf.dtype))
+        kw = {k: tuple(plan.param(k)) for k in ("kernel", "stride", "padding", "dilation")}
+        outs = ns["_pool_out"](sizes, ceil_mode=plan.param("ceil_mode"), **kw)
+        vec = ns["_vector_width"](sizes[-1], 128, x, [])
+        ow = vec // math.gcd(kw["stride"][-1], vec)
+        staged = ns["_pool_staged"](x, [], sizes, outs=outs, threads=256, ow=ow, **kw)
+        assert staged_by_default(plan) == (staged is not None), name
+        seen.add(staged is not None)
+    assert seen == {True, False}  # both ways among the tasks
