@@ -4,7 +4,8 @@ profiler-guided knob changes.
 * :func:`family_proposals`: the rendered candidates for a recognised task (the fused
   default first, then for long rows the default walked the other way: with its row slice
   read twice where the default keeps it in shared memory between the two passes
-  (``smem_row``), then each other strategy in
+  (``smem_row``); for a pool whose default stages its input through shared memory, the
+  thread-per-outputs kernel (``pool_stage`` False)), then each other strategy in
   :data:`STRATEGY_ORDER`, then the default with
   ``fast_math`` where a bf16 / fp16 result has transcendentals in its chains, then the
   unfused variant), move kind "family".
@@ -12,7 +13,8 @@ profiler-guided knob changes.
   ``FAMILY`` literal):
 
   - kind **"tunable"**: flip ``TUNABLES["smem_row"]``, ``["l2_hints"]`` and
-    ``["async_stage"]`` where the parent has them (long rows);
+    ``["async_stage"]`` where the parent has them (long rows); set a pool's
+    ``["pool_stage"]`` to each of its other values;
   - kind **"strategy"**: switch ``TUNABLES["strategy"]`` to each other allowed strategy;
   - kind **"fuse"**: re-render the parent fused (``{"fuse": True}``) when it runs its
     pointwise prologue / epilogue as kernels of their own, or unfused (``{"fuse": False}``)
