@@ -5,10 +5,9 @@ profiler-guided knob changes.
   default first, then for long rows the default walked the other way: with its row slice
   read twice where the default keeps it in shared memory between the two passes
   (``smem_row``); for a pool whose default stages its input through shared memory, the
-  thread-per-outputs kernel (``pool_stage`` False), then each other strategy in
-  :data:`STRATEGY_ORDER`, then the default with
-  ``fast_math`` where a bf16 / fp16 result has transcendentals in its chains, then the
-  unfused variant), move kind "family".
+  thread-per-outputs kernel (``pool_stage`` False), then the default with ``fast_math``
+  where a bf16 / fp16 result has transcendentals in its chains, then each other strategy in
+  :data:`STRATEGY_ORDER`, then the unfused variant), move kind "family".
 * :func:`family_moves` (a ``MoveGenerator``) for a parent that a family rendered (it has a
   ``FAMILY`` literal):
 
