@@ -6,9 +6,9 @@ main shape and its hidden shapes (no GPU; nothing is launched).
 
 KB_DIR is a KernelBench checkout's ``KernelBench`` folder (``level1/``, ``level2/``). For each
 task: the built-in rewriter's first candidate (``family_proposals``), and the shapes the
-evaluator verifies at (the main shape, and for a task without VERIFY_SHAPES its first size
-name at 1 and at ``hidden_batch``), whose input shapes and dtypes are read on the meta
-device. Each task's shapes are compiled in a child process
+evaluator verifies at (``refworker.shape_configs``: the main shape, and for a task without
+VERIFY_SHAPES its first size name at 1 and at ``hidden_batch``), whose input shapes and dtypes
+are read on the meta device. Each task's shapes are compiled in a child process
 (``tests/families_tests/family_compile_driver.py``: the candidate's host code runs on
 uninitialised CPU tensors, its kernels are compiled, registers / local memory / SASS memory
 ops recorded, none launched), ``--jobs`` at a time. One line per task: the shapes compiled,
@@ -46,21 +46,13 @@ def _shapes(path: Path) -> list[tuple[str, list, list]]:
 
     import torch
 
-    from cutegen.codegen.eval.refworker import _SIZE_NAMES, hidden_batch
+    from cutegen.codegen.eval.refworker import shape_configs
     from cutegen.codegen.inputs import on_meta
 
     spec = importlib.util.spec_from_file_location(f"kb_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    configs: list[dict] = [{}]
-    declared = getattr(mod, "VERIFY_SHAPES", None)
-    if declared is not None:
-        configs += [dict(c) for c in declared]
-    else:
-        found = [n for n in _SIZE_NAMES if isinstance(getattr(mod, n, None), int)]
-        if found:
-            main = int(getattr(mod, found[0]))
-            configs += [{found[0]: 1}, {found[0]: hidden_batch(main)}]
+    configs, _ = shape_configs(mod, hidden=True)  # the evaluator's own choice
     out = []
     for cfg in configs:
         saved = {k: getattr(mod, k) for k in cfg}

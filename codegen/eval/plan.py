@@ -121,7 +121,6 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     :func:`~cutegen.codegen.inputs.timing_distribution`) from index ``start``, the kept
     subset drawn now, and the ghost call at a random place among the timed ones (with the
     inputs of ``ghost_of``, the first call, whose output the ghost's is held against)."""
-    timed_dist = dist
     n = warmup + runs + (1 if ghost else 0)
     ghost_at = warmup + rng.randrange(0, runs + 1) if ghost else -1
     roles: list[str] = []
@@ -140,9 +139,9 @@ def benchmark_plan(start: int, *, warmup: int, runs: int, keep_slots: int, ghost
     calls = []
     for i, role in enumerate(roles):
         k = start + i
-        seed, dist = rng.getrandbits(62), timed_dist
+        seed, d = rng.getrandbits(62), dist
         if role == "ghost" and ghost_of is not None:
-            seed, dist = ghost_of.seed, ghost_of.dist
-        calls.append(Call(k, 0, dist, seed, role, f"main/{dist}/{role} {k}", _pattern(k, rng),
+            seed, d = ghost_of.seed, ghost_of.dist
+        calls.append(Call(k, 0, d, seed, role, f"main/{d}/{role} {k}", _pattern(k, rng),
                           keep=i in kept, check=i in checked))
     return calls

@@ -120,6 +120,28 @@ def hidden_batch(main: int) -> int:
     return p
 
 
+def shape_configs(mod: Any, hidden: bool) -> tuple[list[dict[str, Any]], str]:
+    """The size overrides a task module is checked at (``{}``: the main shape first), and a
+    note where its hidden shapes are chosen for it: VERIFY_SHAPES, else its first size name
+    in :data:`_SIZE_NAMES` at 1 and :func:`hidden_batch`, else none."""
+    configs: list[dict[str, Any]] = [{}]
+    note = ""
+    if hidden:
+        declared = getattr(mod, "VERIFY_SHAPES", None)
+        if declared is not None:
+            configs += [dict(c) for c in declared]
+        else:
+            found = [n for n in _SIZE_NAMES if isinstance(getattr(mod, n, None), int)]
+            if found:
+                main = int(getattr(mod, found[0]))
+                configs += [{found[0]: 1}, {found[0]: hidden_batch(main)}]
+                note = f"hidden shapes vary {found[0]} only (the task has no VERIFY_SHAPES)"
+            else:
+                note = ("no hidden shapes: the task defines no VERIFY_SHAPES and none of "
+                        + ", ".join(_SIZE_NAMES))
+    return configs, note
+
+
 def _meta_forward(model: Any, specs: list[ArgSpec]) -> tuple[int, int]:
     """(FLOPs, output bytes) of one forward of ``model`` (built on the meta device) on inputs
     of ``specs``, counted on the meta device (FlopCounterMode: matrix products and
@@ -187,22 +209,7 @@ class Reference:
 
     # -- shapes -----------------------------------------------------------------------
     def shape_configs(self, hidden: bool) -> tuple[list[dict[str, Any]], str]:
-        configs: list[dict[str, Any]] = [{}]
-        note = ""
-        if hidden:
-            declared = getattr(self.mod, "VERIFY_SHAPES", None)
-            if declared is not None:
-                configs += [dict(c) for c in declared]
-            else:
-                found = [n for n in _SIZE_NAMES if isinstance(getattr(self.mod, n, None), int)]
-                if found:
-                    main = int(getattr(self.mod, found[0]))
-                    configs += [{found[0]: 1}, {found[0]: hidden_batch(main)}]
-                    note = f"hidden shapes vary {found[0]} only (the task has no VERIFY_SHAPES)"
-                else:
-                    note = ("no hidden shapes: the task defines no VERIFY_SHAPES and none of "
-                            + ", ".join(_SIZE_NAMES))
-        return configs, note
+        return shape_configs(self.mod, hidden)
 
     def _with_overrides(self, overrides: dict[str, Any], fn: Any) -> Any:
         saved = {k: getattr(self.mod, k) for k in overrides if hasattr(self.mod, k)}
