@@ -167,7 +167,9 @@ def _inputs(specs: Sequence[ArgSpec], seed: int, distribution: str, device: str,
         dt = getattr(torch, s.dtype)
         dst = into[k] if into is not None else None
         # the same random stream whether drawn into ``dst`` or into a new tensor
-        direct = (dst is not None and dst.dtype == (torch.float32 if s.is_float else dt)
+        # (a bool one never: it is drawn as int64 coin flips, then copied in like any other)
+        direct = (dst is not None and s.dtype != "bool"
+                  and dst.dtype == (torch.float32 if s.is_float else dt)
                   and tuple(dst.shape) == tuple(s.shape) and dst.is_contiguous())
         if s.is_float and wide and s.dtype == "float32":
             x = _draw_wide(s.shape, distribution, gen, device)

@@ -324,16 +324,21 @@ class _NewTensors(TorchDispatchMode):
                                   "negative", "zeros"])
 def test_refill_draws_fp32_and_integer_inputs_into_their_own_memory(dist):
     specs = [ArgSpec("tensor", (64, 33), "float32"), ArgSpec("tensor", (40,), "int64", 0, 9),
-             ArgSpec("value", value=1.5), ArgSpec("tensor", (17,), "bfloat16")]
+             ArgSpec("value", value=1.5), ArgSpec("tensor", (17,), "bfloat16"),
+             ArgSpec("tensor", (300,), "bool")]
     want = generate(specs, seed=4, distribution=dist, device="cpu", vary_scalars=True)
     bufs = [torch.full((64, 33), 7.0), torch.zeros(40, dtype=torch.int64), 1.5,
-            torch.zeros(17, dtype=torch.bfloat16)]
+            torch.zeros(17, dtype=torch.bfloat16), torch.zeros(300, dtype=torch.bool)]
     with _NewTensors([bufs[0], bufs[1]]) as seen:
         got = refill(bufs, specs, seed=4, distribution=dist, vary_scalars=True)
     assert 64 * 33 not in seen.sizes and 40 not in seen.sizes  # before: a fresh draw each
-    assert got[0] is bufs[0] and got[1] is bufs[1] and got[3] is bufs[3]
+    # every tensor returned is its buffer, holding the draw: a bool mask was drawn beside
+    # its buffer and returned, the buffer left as it was (every candidate given a mask was
+    # "input_modified" on the H100, and saw the same stale mask on every call)
+    assert all(got[k] is bufs[k] for k in (0, 1, 3, 4))
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert bufs[4].any()
     assert got[2] != 1.5  # the varied scalar, as generate gives it
 
 
@@ -345,6 +350,28 @@ def test_a_prepared_call_draws_its_inputs_into_the_shared_buffer(tmp_path):
     assert 30 not in seen.sizes  # before: the draw, then a copy into the buffer
     assert torch.equal(ref.buffers[0][0], _inputs_of(ref, 12, "large")[0])
     assert ref._inputs_intact(0) == ""
+
+
+def test_a_bool_mask_is_drawn_into_its_buffer_on_every_call(tmp_path):
+    """A task with a bool mask operand (``x.masked_fill(mask, 0)``): the mask's buffer kept
+    its first contents while the input check drew a fresh mask, so every candidate was
+    "input_modified", and one that ignored the mask could not be told apart by its inputs."""
+    task = tmp_path / "task.py"
+    task.write_text(TASK.replace("def forward(self, x):", "def forward(self, x, m):")
+                    .replace("return [torch.randn(6, 5)]",
+                             "return [torch.randn(6, 5), torch.rand(6, 5) > 0.5]")
+                    .replace("BODY", "x = x.masked_fill(m, 0.0)"))
+    ref = Reference(str(task), gpu=False, scratch=tmp_path)
+    ref.load(hidden=False, seed_init=0)
+    ref.models[0] = ref.mod.Model(*ref.shapes[0]["init_args"])
+    ref.buffers[0] = [torch.empty(6, 5), torch.zeros(6, 5, dtype=torch.bool)]
+    masks = []
+    for seed in (12, 13):
+        ref.prepare(0, seed=seed, dist="randn")
+        assert ref._inputs_intact(0) == ""
+        assert torch.equal(ref.buffers[0][1], _inputs_of(ref, seed, "randn")[1])
+        masks.append(ref.buffers[0][1].clone())
+    assert not torch.equal(masks[0], masks[1])
 
 
 def _inputs_of(ref: Reference, seed: int, dist: str) -> list:
@@ -389,7 +416,8 @@ def test_on_the_gpu_refill_draws_what_generate_draws():
                 torch.empty(33, 3, dtype=torch.bfloat16, device="cuda"),
                 torch.empty(5, dtype=torch.bool, device="cuda")]
         got = refill(bufs, specs, seed=11, distribution=dist)
-        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), dist
+        assert all(g is b for g, b in zip(got, bufs, strict=True)), dist
+        assert all(torch.equal(a, b) for a, b in zip(bufs, want, strict=True)), dist
         wide = generate_float64(specs, seed=11, distribution=dist, device="cuda")
         assert all(torch.equal(a.double() if a.is_floating_point() else a, b)
                    for a, b in zip(want, wide, strict=True)), dist
