@@ -79,7 +79,8 @@ def probe(task_path: str, sets: dict, sizes: dict, dists: list[str], seeds: int)
                                 for t in inputs])
             c = compare([got], [truth], [native])
             # the comparison's rmse bound, in the task's own reference's rmse
-            fin = truth[torch.isfinite(truth)]
+            # (in float64: an argmax / argmin truth is int64, whose mean torch refuses)
+            fin = truth[torch.isfinite(truth)].double()
             rms = float(fin.pow(2).mean().sqrt()) if fin.numel() else 0.0
             rmse_bound = fallback_bounds(got.dtype, c.ref_rmse, 0.0, rms, 0.0)[0]
             bound = rmse_bound / c.ref_rmse if c.ref_rmse else K_RMSE
