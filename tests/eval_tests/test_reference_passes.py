@@ -342,6 +342,23 @@ def test_refill_draws_fp32_and_integer_inputs_into_their_own_memory(dist):
     assert got[2] != 1.5  # the varied scalar, as generate gives it
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "int64",
+                                   "int32", "int16", "int8", "uint8", "bool"])
+@pytest.mark.parametrize("shape", [(), (1,), (7, 3), (2, 0, 5)])
+def test_refill_fills_every_dtype_s_buffer_with_what_generate_draws(dtype, shape):
+    """Every input dtype a task can hand over, drawn into an uninitialised buffer of its
+    own dtype (as the shared allocations are): the buffer holds generate's values and is
+    what refill returns (the bool case did neither before)."""
+    low, high = (0, 2) if dtype in ("bool", "uint8") else (-3, 9)
+    specs = [ArgSpec("tensor", shape, dtype, low, high), ArgSpec("tensor", (33,), "float32")]
+    for dist in ("randn", "spiky", "uniform"):
+        want = generate(specs, seed=21, distribution=dist, device="cpu")
+        bufs = [torch.empty(shape, dtype=getattr(torch, dtype)), torch.empty(33)]
+        got = refill(bufs, specs, seed=21, distribution=dist)
+        assert got[0] is bufs[0] and got[1] is bufs[1]
+        assert torch.equal(bufs[0], want[0]) and torch.equal(bufs[1], want[1]), dist
+
+
 def test_a_prepared_call_draws_its_inputs_into_the_shared_buffer(tmp_path):
     ref = _reference(tmp_path)
     ref.buffers[0] = [torch.empty(6, 5)]  # on the GPU, the dedicated shared allocation
