@@ -178,6 +178,18 @@ def test_gpu_checks_can_pack_its_output(tmp_path):
         names = tar.getnames()
     assert "./sub/summary-9.jsonl" in names and "./steps.log" in names
     assert "unknown step: no-such-step" in (out / "steps.log").read_text()
+    # a second run into the same folder (two gpu_checks calls in one device command) keeps
+    # the first's files in its archive: before, they were deleted with the old archive
+    (out / "second.log").write_text("x\n")
+    run = subprocess.run(["bash", str(ROOT / "tools" / "gpu_checks.sh"), str(out), "other-step"],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "GPU_CHECKS_PACK": "1"})
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["checks.tgz", "steps.log"]
+    with tarfile.open(out / "checks.tgz") as tar:
+        names = tar.getnames()
+    assert {"./sub/summary-9.jsonl", "./second.log", "./steps.log"} <= set(names)
+    assert "./checks.tgz" not in names
 
 
 def test_gpu_checks_selections_parse():

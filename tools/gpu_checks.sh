@@ -173,6 +173,11 @@ pack_out() {  # one archive instead of many files (the device tool brings back 8
     && mv "/tmp/gpu-checks-$$.tgz" "$out/checks.tgz"
 }
 if [ "${GPU_CHECKS_PACK:-0}" = 1 ]; then
+  # a second run into the same OUTDIR (two steps' runs in one device call) unpacks the
+  # first's archive, so the new one holds both (before, the first run's files were lost)
+  if [ -f "$out/checks.tgz" ]; then
+    tar xzf "$out/checks.tgz" -C "$out" && rm -f "$out/checks.tgz"
+  fi
   trap pack_out EXIT
   trap 'pack_out; exit 143' TERM
 fi
