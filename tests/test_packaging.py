@@ -210,3 +210,44 @@ def test_gpu_checks_selections_parse():
         except Exception as err:  # noqa: BLE001 (the error's class moved between pytest versions)
             bad[e] = str(err)
     assert not bad, bad
+
+
+def test_kb_compile_resumes_a_sweep_from_its_json(tmp_path, monkeypatch, capsys):
+    """tools/kb_compile.py (a ~40 minute sweep on two cores) rewrites its --json after every
+    task, and --resume compiles only the tasks that file does not hold: before, a sweep
+    stopped part-way started over."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("kb_compile", ROOT / "tools" / "kb_compile.py")
+    tool = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(tool)
+    kb = tmp_path / "kb"
+    (kb / "level1").mkdir(parents=True)
+    for name in ("1_A.py", "2_B.py", "10_C.py"):
+        (kb / "level1" / name).write_text("")
+    seen: list[str] = []
+
+    def fake_one(path, workdir, max_gib):
+        seen.append(path.name)
+        if path.name == "2_B.py" and "1_A.py" in seen:
+            raise KeyboardInterrupt  # the sweep stopped part-way, after one row
+        return {"task": path.name, "shapes": 3, "compiled": 3, "kernels": 1, "errors": [],
+                "skipped": []}
+
+    monkeypatch.setattr(tool, "one", fake_one)
+    out = tmp_path / "rows.json"
+    with pytest.raises(KeyboardInterrupt):
+        tool.main([str(kb), "--levels", "1", "--jobs", "1", "--json", str(out)])
+    assert [r["task"] for r in json.loads(out.read_text())] == ["1_A.py"]
+    seen.clear()
+    assert tool.main([str(kb), "--levels", "1", "--jobs", "1", "--json", str(out),
+                      "--resume"]) == 0
+    assert seen == ["2_B.py", "10_C.py"]  # the kept task is not compiled again
+    rows = json.loads(out.read_text())
+    assert [r["task"] for r in rows] == ["1_A.py", "2_B.py", "10_C.py"]
+    printed = capsys.readouterr().out
+    assert "1 tasks kept" in printed and "3 tasks: 3 compiled at every shape" in printed
+    with pytest.raises(SystemExit):  # --resume without the file it keeps rows from
+        tool.main([str(kb), "--resume"])

@@ -2,7 +2,7 @@
 main shape and its hidden shapes (no GPU; nothing is launched).
 
     CUTE_DSL_ARCH=sm_90a python tools/kb_compile.py KB_DIR [--levels 1,2] [--problems 45,46]
-                                                    [--jobs 2] [--json OUT.json]
+                                                    [--jobs 2] [--json OUT.json [--resume]]
 
 KB_DIR is a KernelBench checkout's ``KernelBench`` folder (``level1/``, ``level2/``). For each
 task: the built-in rewriter's first candidate (``family_proposals``), and the shapes the
@@ -16,6 +16,10 @@ the kernels, any error's last line; the summary counts tasks refused (with the r
 compiled at every shape, and failed. Regressions in what a user's KernelBench task compiles
 to show here before any GPU run. A shape whose inputs exceed ``--max-gib`` of host memory is
 skipped (said in its line): the host code may touch them.
+
+A whole sweep takes ~40 minutes on two cores. With ``--json`` the rows are written after every
+task (atomically); ``--resume`` keeps the rows already in that file and compiles only the
+tasks it does not hold, so a sweep stopped part-way goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -145,8 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="tasks compiled at once")
     ap.add_argument("--max-gib", type=float, default=12.0,
                     help="skip a shape whose inputs take more host memory than this")
-    ap.add_argument("--json", type=Path, help="write the rows here too")
+    ap.add_argument("--json", type=Path,
+                    help="write the rows here too (rewritten after every task)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --json; compile only the other tasks")
     args = ap.parse_args(argv)
+    if args.resume and not args.json:
+        ap.error("--resume needs --json (the file whose rows are kept)")
     wanted = {int(p) for p in args.problems.split(",") if p.strip()}
     paths = []
     for level in args.levels.split(","):
@@ -155,7 +164,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"no {folder}")
         paths += [p for p in sorted(folder.glob("*.py"), key=_number)
                   if not wanted or _number(p) in wanted]
-    rows: list[dict] = []
+    rows = _kept_rows(args.json) if args.resume else []
+    done = {(r.get("level"), r.get("task")) for r in rows}
+    if done:
+        before = len(paths)
+        paths = [p for p in paths if (p.parent.name, p.name) not in done]
+        print(f"resuming: {before - len(paths)} tasks kept from {args.json}, "
+              f"{len(paths)} to compile", flush=True)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         def work(p: Path) -> dict:
             try:
@@ -174,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                               + r.get("local_memory", []))
             print(f"{r['level']}/{r['task']}: {what}{' | ' + extra if extra else ''}",
                   flush=True)
+            if args.json:
+                _write_rows(args.json, rows)
     refused = sum("refused" in r for r in rows)
     failed = sum(bool(r["errors"]) for r in rows)
     whole = sum(not r["errors"] and "refused" not in r and r["compiled"] == r["shapes"]
@@ -181,8 +198,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} tasks: {whole} compiled at every shape, {failed} with an error, "
           f"{refused} refused, {len(rows) - whole - failed - refused} with shapes skipped")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        _write_rows(args.json, rows)
     return 1 if failed else 0
+
+
+def _kept_rows(path: Path) -> list[dict]:
+    """The rows of an earlier run's ``--json`` file (none where it does not exist yet)."""
+    if not path.exists():
+        return []
+    try:
+        rows = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path} is not a kb_compile --json file ({e}); move it away or "
+                         "drop --resume") from e
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise SystemExit(f"{path} is not a kb_compile --json file (a list of rows)")
+    return rows
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    """All rows so far, replacing ``path`` in one step (a sweep killed mid-write keeps
+    the previous file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rows, indent=1))
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
