@@ -45,12 +45,35 @@ def spike_size(numel: int, dtype: str) -> float:
     return float(min(cap, max(1e3, numel / 256)))
 
 
+#: The distributions the timed calls prefer, first kept first (see timing_distribution).
+TIMING_PREFERENCE = ("spiky", "uniform_spiky", "randn")
+
+
 def timing_distribution(dists: Sequence[str]) -> str:
-    """The distribution the timed calls and the baselines draw from: ``randn`` where the
-    task allows it, else the first it lists (``INPUT_DISTRIBUTIONS = ["uniform"]`` for
-    probabilities: timing them on ``randn`` measured ``log`` of negative numbers)."""
+    """The distribution the timed calls and the baselines draw from, of those the reference
+    worker kept (``Reference.informative``): ``spiky`` where it is kept, else
+    ``uniform_spiky``, else ``randn``, else the first the task lists
+    (``INPUT_DISTRIBUTIONS = ["uniform"]`` for probabilities: timing them on ``randn``
+    measured ``log`` of negative numbers).
+
+    Timed on spikes because a secret subset of the timed calls is checked: a kernel that
+    reduces half of a large input and reads the other half only where that half holds a
+    spike passes the ``spiky`` verification call, and on ``randn`` its half is within the
+    tolerance (a mean over 2^30 values), so timed on ``randn`` it was timed doing half the
+    work; on spiky inputs it must read all of them in the calls that set its time too, or be
+    wrong in the checked ones. The spikes are 8 values per tensor: no kernel's speed
+    depends on them."""
     if not dists:
         raise ValueError("no input distribution to time with")
+    return next((d for d in TIMING_PREFERENCE if d in dists), dists[0])
+
+
+def load_distribution(dists: Sequence[str]) -> str:
+    """The distribution the reference worker's own runs at load draw from, before it knows
+    which distributions tell kernels apart: ``randn`` where the task allows it, else the
+    first it lists (a forward that refuses negative inputs raised on ``randn``)."""
+    if not dists:
+        raise ValueError("no input distribution to draw with")
     return "randn" if "randn" in dists else dists[0]
 
 

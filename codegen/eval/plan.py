@@ -8,8 +8,8 @@ handed back. What a call *counts for* is decided here, in the parent, and never 
 * verification calls on the main shape (one per input distribution), one per hidden
   shape, and a determinism re-run of the first one with other prefilled memory, each
   compared with the float64 reference at once;
-* warm-up and timed calls on the main shape with ``randn`` inputs (or the first the task
-  allows): their times are the
+* warm-up and timed calls on the main shape with ``spiky`` inputs (or the next the task
+  keeps: :func:`~cutegen.codegen.inputs.timing_distribution`): their times are the
   ranking time; a random subset of them, drawn here before the first call, is copied by
   the reference worker (every one of them is copied into a slot or a scratch buffer at the
   same cost, so nothing tells the candidate which) and compared after the last call. Where

@@ -45,10 +45,10 @@ from cutegen.codegen.inputs import (
     generate,
     generate_float64,
     itemsize,
+    load_distribution,
     on_meta,
     refill,
     spec_of,
-    timing_distribution,
 )
 
 #: Module-level sizes a task without VERIFY_SHAPES gets its hidden shapes from: the first of
@@ -240,7 +240,7 @@ class Reference:
                             "INPUT_DISTRIBUTIONS is empty: name at least one distribution")
         # the reference's own check at load draws what the task allows (a forward that
         # refuses negative inputs, with INPUT_DISTRIBUTIONS = ["uniform"], raised on randn)
-        self.load_dist = timing_distribution(dists)
+        self.load_dist = load_distribution(dists)
         skipped: list[str] = []
         for k, ov in enumerate(configs):
             label = "main" if not ov else ",".join(f"{a}={b}" for a, b in ov.items())

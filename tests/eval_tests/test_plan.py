@@ -7,7 +7,7 @@ import secrets
 import pytest
 
 from cutegen.codegen.eval.plan import NAN_BYTE, ShapeInfo, benchmark_plan, verification_plan
-from cutegen.codegen.inputs import DISTRIBUTIONS, timing_distribution
+from cutegen.codegen.inputs import DISTRIBUTIONS, load_distribution, timing_distribution
 
 DISTS = ("randn", "randn_mean3", "uniform", "large", "small", "negative")
 
@@ -88,11 +88,15 @@ def test_timed_calls_draw_from_a_distribution_the_task_allows():
     allowed, so a task of probabilities (``INPUT_DISTRIBUTIONS = ["uniform"]``, the bundled
     kl_div) was timed on ``log`` of negative numbers, every output NaN, and the kept calls'
     comparisons passed a kernel that wrote NaN."""
-    assert timing_distribution(DISTS) == "randn"
     assert timing_distribution(["uniform"]) == "uniform"
     assert timing_distribution(["negative", "uniform"]) == "negative"
+    assert timing_distribution(["large", "randn"]) == "randn"
     with pytest.raises(ValueError):
         timing_distribution([])
+    # the reference worker's own runs at load, before it knows which tell kernels apart
+    assert load_distribution(DISTRIBUTIONS) == "randn"
+    assert load_distribution(["uniform", "randn"]) == "randn"
+    assert load_distribution(["uniform"]) == "uniform"
     rng = secrets.SystemRandom()
     first = verification_plan([ShapeInfo("main")], ["uniform"], main_trials=2, rng=rng)[0]
     calls = benchmark_plan(3, warmup=3, runs=20, keep_slots=4, ghost=True, rng=rng,
@@ -124,3 +128,23 @@ def test_calls_without_a_slot_are_compared_at_once():
         assert not any(c.keep and c.check for c in calls)
         assert all(c.role in ("warmup", "timed") for c in calls if c.keep or c.check)
         assert not any(c.compare_now for c in calls if c.check)
+
+
+def test_timed_calls_draw_spikes_where_the_task_keeps_them():
+    """The adaptive half-a-loss attack: a kernel that reduces half of a 2^30-value input and
+    reads the other half only where the first holds a spike passes the spiky verification
+    call, and its half is within fp32's tolerance on randn; timed (and its timed subset
+    checked) on randn, it was timed doing half the work. Timed on spikes, it must read all
+    of it in the calls that set its time, or be wrong in the checked ones. Before: randn."""
+    assert timing_distribution(DISTRIBUTIONS) == "spiky"
+    assert timing_distribution(["randn", "uniform", "uniform_spiky"]) == "uniform_spiky"
+    # "spiky" left out (NaN everywhere on it) and "uniform" kept: its positive spikes
+    assert timing_distribution(["uniform", "randn", "uniform_spiky"]) == "uniform_spiky"
+    rng = secrets.SystemRandom()
+    first = verification_plan([ShapeInfo("main")], DISTRIBUTIONS, main_trials=3, rng=rng)[0]
+    calls = benchmark_plan(4, warmup=3, runs=30, keep_slots=2, ghost=True, rng=rng,
+                           ghost_of=first, dist=timing_distribution(DISTRIBUTIONS))
+    checked = [c for c in calls if c.keep or c.check]
+    assert checked and all(c.dist == "spiky" for c in checked)
+    assert {c.dist for c in calls if c.role in ("warmup", "timed")} == {"spiky"}
+    assert next(c for c in calls if c.role == "ghost").dist == first.dist  # its inputs
