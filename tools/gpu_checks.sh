@@ -34,6 +34,9 @@
 #                  folded and not (carry .kb)                                          ~10
 #   mem-gpu        the reference worker's memory changes: their GPU cases, then L1 45 and 34
 #                  through the CLI (carry .kb)                                          ~9
+#   spiky-timed    bool masks in their shared buffers, timed calls on spiky inputs: the
+#                  reference and mask GPU cases, KernelBench L1 93 / 94 / 98 through the
+#                  CLI (carry .kb); spiky-attacks the attack suite on them             ~10, ~3
 #   trust-gpu      spiky inputs, uninformative distributions left out, timing on an allowed
 #                  one: reference GPU cases, the half-a-loss attack, the attack suite, L1 94
 #                  and 98 through the CLI (carry .kb)                                   ~10
@@ -337,6 +340,21 @@ for s in "$@"; do
       if [ -d .kb/level1 ]; then
         kb_once kb_trust 130 1 94,98 1.8
       fi ;;
+    spiky-timed)  # the thirty-second session (2026-12-06): bool masks drawn into their shared
+      # buffers (every mask task was input_modified on the H100), timed calls and baselines on
+      # spiky inputs: the reference worker's GPU cases, the mask tasks' family cases, the
+      # half-a-loss attack, the attack suite, then KernelBench L1 93 (masked cumsum), 94 (MSE)
+      # and 98 (kl_div: timed on uniform_spiky) through the CLI (carry .kb)
+      step spiky_ref 140 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py \
+        tests/families_tests/test_subsample_gpu.py -q -s -p no:cacheprovider
+      step spiky_masks 170 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 3 -p no:cacheprovider -k "mask"
+      if [ -d .kb/level1 ]; then
+        kb_once kb_spiky 250 1 93,94,98 3.5
+      fi ;;
+    spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
+      step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
+        -n 3 -p no:cacheprovider ;;
     mem-gpu)  # the reference worker's memory of 2026-12-06 (inputs drawn in place, baselines on
       # the shared buffers, a prefill that fits, the float64 pass without an fp32 copy): its
       # GPU cases, then KernelBench L1 45 and 34 through the CLI (carry .kb)
