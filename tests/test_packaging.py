@@ -160,34 +160,34 @@ def test_every_tool_script_starts():
         assert sh.returncode == 0, (script.name, sh.stderr)
 
 
-def test_gpu_checks_can_pack_its_output(tmp_path):
-    """The device tool brings back at most 8 files (on 2026-12-02 the family summaries of a
-    run were lost): GPU_CHECKS_PACK=1 leaves steps.log and one archive of everything."""
+def _packed_run(out: Path, step: str, cwd: Path) -> list[str]:
+    """gpu_checks.sh run with GPU_CHECKS_PACK=1 into ``out``: what its archive holds (and
+    that nothing but the archive and steps.log is left beside it)."""
     import tarfile
 
-    out = tmp_path / "out"
-    (out / "sub").mkdir(parents=True)
-    for i in range(10):
-        (out / "sub" / f"summary-{i}.jsonl").write_text("{}\n")
-    run = subprocess.run(["bash", str(ROOT / "tools" / "gpu_checks.sh"), str(out), "no-such-step"],
-                         capture_output=True, text=True, cwd=tmp_path,
+    run = subprocess.run(["bash", str(ROOT / "tools" / "gpu_checks.sh"), str(out), step],
+                         capture_output=True, text=True, cwd=cwd,
                          env={**os.environ, "GPU_CHECKS_PACK": "1"})
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out.iterdir()) == ["checks.tgz", "steps.log"]
     with tarfile.open(out / "checks.tgz") as tar:
-        names = tar.getnames()
+        return tar.getnames()
+
+
+def test_gpu_checks_can_pack_its_output(tmp_path):
+    """The device tool brings back at most 8 files (on 2026-12-02 the family summaries of a
+    run were lost): GPU_CHECKS_PACK=1 leaves steps.log and one archive of everything."""
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    for i in range(10):
+        (out / "sub" / f"summary-{i}.jsonl").write_text("{}\n")
+    names = _packed_run(out, "no-such-step", tmp_path)
     assert "./sub/summary-9.jsonl" in names and "./steps.log" in names
     assert "unknown step: no-such-step" in (out / "steps.log").read_text()
     # a second run into the same folder (two gpu_checks calls in one device command) keeps
     # the first's files in its archive: before, they were deleted with the old archive
     (out / "second.log").write_text("x\n")
-    run = subprocess.run(["bash", str(ROOT / "tools" / "gpu_checks.sh"), str(out), "other-step"],
-                         capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "GPU_CHECKS_PACK": "1"})
-    assert run.returncode == 0, run.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["checks.tgz", "steps.log"]
-    with tarfile.open(out / "checks.tgz") as tar:
-        names = tar.getnames()
+    names = _packed_run(out, "other-step", tmp_path)
     assert {"./sub/summary-9.jsonl", "./second.log", "./steps.log"} <= set(names)
     assert "./checks.tgz" not in names
 
