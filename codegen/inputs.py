@@ -61,8 +61,8 @@ def timing_distribution(dists: Sequence[str]) -> str:
     spike passes the ``spiky`` verification call, and on ``randn`` its half is within the
     tolerance (a mean over 2^30 values), so timed on ``randn`` it was timed doing half the
     work; on spiky inputs it must read all of them in the calls that set its time too, or be
-    wrong in the checked ones. The spikes are 8 values per tensor: no kernel's speed
-    depends on them."""
+    wrong in the checked ones. The spikes are 8 values a tensor, which an honest kernel's
+    speed does not depend on."""
     if not dists:
         raise ValueError("no input distribution to time with")
     return next((d for d in TIMING_PREFERENCE if d in dists), dists[0])

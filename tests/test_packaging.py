@@ -249,5 +249,13 @@ def test_kb_compile_resumes_a_sweep_from_its_json(tmp_path, monkeypatch, capsys)
     assert [r["task"] for r in rows] == ["1_A.py", "2_B.py", "10_C.py"]
     printed = capsys.readouterr().out
     assert "1 tasks kept" in printed and "3 tasks: 3 compiled at every shape" in printed
+    # a row with an error is compiled again on the next resume, the others kept
+    rows[1]["errors"] = ["RuntimeError: killed"]
+    out.write_text(json.dumps(rows))
+    seen.clear()
+    assert tool.main([str(kb), "--levels", "1", "--jobs", "1", "--json", str(out),
+                      "--resume"]) == 0
+    assert seen == ["2_B.py"]
+    assert not any(r["errors"] for r in json.loads(out.read_text()))
     with pytest.raises(SystemExit):  # --resume without the file it keeps rows from
         tool.main([str(kb), "--resume"])

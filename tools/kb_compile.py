@@ -19,7 +19,8 @@ skipped (said in its line): the host code may touch them.
 
 A whole sweep takes ~40 minutes on two cores. With ``--json`` the rows are written after every
 task (atomically); ``--resume`` keeps the rows already in that file and compiles only the
-tasks it does not hold, so a sweep stopped part-way goes on where it stopped.
+tasks it does not hold (and those whose row has an error), so a sweep stopped part-way goes
+on where it stopped.
 """
 
 from __future__ import annotations
@@ -165,12 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         paths += [p for p in sorted(folder.glob("*.py"), key=_number)
                   if not wanted or _number(p) in wanted]
     rows = _kept_rows(args.json) if args.resume else []
-    done = {(r.get("level"), r.get("task")) for r in rows}
-    if done:
+    if args.resume:
+        # a row with an error is compiled again: a sweep stopped mid-task may have left one
+        # (its child killed), and the error may be what the user has fixed since
+        retried = sum(bool(r.get("errors")) for r in rows)
+        rows = [r for r in rows if not r.get("errors")]
+        done = {(r.get("level"), r.get("task")) for r in rows}
         before = len(paths)
         paths = [p for p in paths if (p.parent.name, p.name) not in done]
-        print(f"resuming: {before - len(paths)} tasks kept from {args.json}, "
-              f"{len(paths)} to compile", flush=True)
+        print(f"resuming: {before - len(paths)} tasks kept from {args.json} ({retried} with an "
+              f"error compiled again), {len(paths)} to compile", flush=True)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         def work(p: Path) -> dict:
             try:
