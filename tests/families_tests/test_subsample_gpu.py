@@ -9,6 +9,12 @@ heavy-tailed inputs for this. The evaluator checks every candidate on "spiky" in
 the main shape (a few values of up to ±numel/256 it cannot find without reading all):
 the honest kernel is correct, the half is wrong (the failed trial is printed: spiky but
 for the draws where a randn one is already off by more than the tolerance).
+
+The adaptive variant reads the first half and the rest only where the half's mean shows a
+spike: it passes the spiky verification call. The timed calls (and their secret checked
+subset) draw spiky inputs too (thirty-second session; randn before, where its half was
+within the tolerance at 2^30 values and it was timed doing half the work): it must be wrong,
+or not faster than the honest kernel.
 """
 
 from __future__ import annotations
@@ -59,6 +65,55 @@ class _Half(ModelNew):
 
 ModelNew = _Half
 '''
+
+
+ADAPTIVE = '''
+
+class _Adaptive(ModelNew):
+    def forward(self, predictions, targets):
+        if predictions.numel() < 1 << 24:  # the hidden shapes: honest
+            return super().forward(predictions, targets)
+        n = predictions.shape[0] // 2
+        half = super().forward(predictions[:n], targets[:n])
+        # randn's squared differences average 2; a spike in the first half sends their
+        # mean to thousands: then read the rest too
+        if float(half) > 16.0:
+            return super().forward(predictions, targets)
+        return half
+
+
+ModelNew = _Adaptive
+'''
+
+
+def _mse(tmp_path, batch_size: int):
+    path = tmp_path / "mse_fp32.py"
+    path.write_text(TASK.replace("batch_size = 8192", f"batch_size = {batch_size}"))
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    return render(rec.plans[0], path.read_text()), load_task_file(path, name="mse_fp32")
+
+
+def test_a_loss_that_reads_the_rest_only_on_seeing_a_spike_gains_nothing(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from cutegen.codegen.eval.evaluator import LocalEvaluator
+
+    honest, task = _mse(tmp_path, 32768)  # 2^30 values an input: the half within 1e-4 on randn
+    ev = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False), run_dir=tmp_path / "r")
+    try:
+        good = ev.evaluate(CandidateSource(honest, origin="family"))
+        assert good.verdict == Verdict.CORRECT, (good.message, good.details[:3])
+        bad = ev.evaluate(CandidateSource(honest + ADAPTIVE, origin="attack"))
+    finally:
+        ev.close()
+    took = bad.timing.median_us if bad.timing else None
+    print(f"honest {good.timing.median_us:.1f} us; adaptive: {bad.verdict.value} "
+          f"{took} us: {bad.message}")
+    assert bad.verdict != Verdict.CORRECT or took >= 0.9 * good.timing.median_us, (
+        "timed doing half the work")
 
 
 def test_a_loss_over_half_of_its_input_is_wrong(tmp_path):
