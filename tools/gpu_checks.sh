@@ -345,12 +345,12 @@ for s in "$@"; do
       # spiky inputs: the reference worker's GPU cases, the mask tasks' family cases, the
       # half-a-loss attack, the attack suite, then KernelBench L1 93 (masked cumsum), 94 (MSE)
       # and 98 (kl_div: timed on uniform_spiky) through the CLI (carry .kb)
-      step spiky_ref 140 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py \
+      step spiky_ref 200 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py \
         tests/families_tests/test_subsample_gpu.py -q -s -p no:cacheprovider
       step spiky_masks 170 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
         -n 3 -p no:cacheprovider -k "mask"
       if [ -d .kb/level1 ]; then
-        kb_once kb_spiky 250 1 93,94,98 3.5
+        kb_once kb_spiky 200 1 93,94,98 3
       fi ;;
     spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
       step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
