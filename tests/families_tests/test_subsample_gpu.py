@@ -86,29 +86,34 @@ ModelNew = _Adaptive
 '''
 
 
-def _mse(tmp_path, batch_size: int):
-    path = tmp_path / "mse_fp32.py"
-    path.write_text(TASK.replace("batch_size = 8192", f"batch_size = {batch_size}"))
-    rec = recognize(capture_in_process(path))
-    assert rec.covered, rec.not_covered
-    return render(rec.plans[0], path.read_text()), load_task_file(path, name="mse_fp32")
-
-
-def test_a_loss_that_reads_the_rest_only_on_seeing_a_spike_gains_nothing(tmp_path):
+def _honest_then(tmp_path, batch_size: int, attack: str):
+    """The family's honest MSE kernel for TASK at ``batch_size`` rows, evaluated (and
+    correct), then the same kernel with ``attack`` appended: (honest, attack) evaluations."""
     import torch
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     from cutegen.codegen.eval.evaluator import LocalEvaluator
 
-    honest, task = _mse(tmp_path, 32768)  # 2^30 values an input: the half within 1e-4 on randn
+    path = tmp_path / "mse_fp32.py"
+    path.write_text(TASK.replace("batch_size = 8192", f"batch_size = {batch_size}"))
+    rec = recognize(capture_in_process(path))
+    assert rec.covered, rec.not_covered
+    honest = render(rec.plans[0], path.read_text())
+    task = load_task_file(path, name="mse_fp32")
     ev = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False), run_dir=tmp_path / "r")
     try:
         good = ev.evaluate(CandidateSource(honest, origin="family"))
         assert good.verdict == Verdict.CORRECT, (good.message, good.details[:3])
-        bad = ev.evaluate(CandidateSource(honest + ADAPTIVE, origin="attack"))
+        bad = ev.evaluate(CandidateSource(honest + attack, origin="attack"))
     finally:
         ev.close()
+    return good, bad
+
+
+def test_a_loss_that_reads_the_rest_only_on_seeing_a_spike_gains_nothing(tmp_path):
+    # 2^30 values an input: the half is within 1e-4 on randn
+    good, bad = _honest_then(tmp_path, 32768, ADAPTIVE)
     took = bad.timing.median_us if bad.timing else None
     print(f"honest {good.timing.median_us:.1f} us; adaptive: {bad.verdict.value} "
           f"{took} us: {bad.message}")
@@ -117,25 +122,7 @@ def test_a_loss_that_reads_the_rest_only_on_seeing_a_spike_gains_nothing(tmp_pat
 
 
 def test_a_loss_over_half_of_its_input_is_wrong(tmp_path):
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    from cutegen.codegen.eval.evaluator import LocalEvaluator
-
-    path = tmp_path / "mse_fp32.py"
-    path.write_text(TASK)
-    rec = recognize(capture_in_process(path))
-    assert rec.covered, rec.not_covered
-    honest = render(rec.plans[0], TASK)
-    task = load_task_file(path, name="mse_fp32")
-    ev = LocalEvaluator(task, EvalOptions(bench_runs=30, baselines=False), run_dir=tmp_path / "r")
-    try:
-        good = ev.evaluate(CandidateSource(honest, origin="family"))
-        assert good.verdict == Verdict.CORRECT, (good.message, good.details[:3])
-        bad = ev.evaluate(CandidateSource(honest + HALF, origin="attack"))
-    finally:
-        ev.close()
+    good, bad = _honest_then(tmp_path, 8192, HALF)
     failed = [t.label for t in bad.trials if not t.passed]
     print(f"honest {good.timing.median_us:.1f} us; half: {bad.verdict.value} {failed}: "
           f"{bad.message}")
