@@ -338,22 +338,18 @@ def family_moves(ctx: RewriteContext) -> Iterator[Proposal]:
             yield Proposal(CandidateSource(set_tunable(code, name, new), f"builtin:{desc}"),
                            Move("tunable", desc, "cheap",
                                 {"name": name, "from": t.value, "to": new, "hint": rule.key}))
-    for name in _ROW_SWITCHES:  # long rows: keep the slice in shared memory, or not;
-        keep = tunables.get(name)  # stream the output through L2, or not
-        if keep is None:
+    # long rows: keep the slice in shared memory or not, stream the output through L2 or
+    # not (on / off switches); pools: staged through shared memory, or not ("auto" too)
+    for name in (*_ROW_SWITCHES, "pool_stage"):
+        t = tunables.get(name)
+        if t is None:
             continue
-        desc = f"{name} {keep.value!r}->{not keep.value!r} ({fam.get('op')})"
-        yield Proposal(CandidateSource(set_tunable(code, name, not keep.value),
-                                       f"builtin:{desc}"),
-                       Move("tunable", desc, "cheap", {"name": name, "from": keep.value,
-                                                       "to": not keep.value}))
-    stage = tunables.get("pool_stage")  # pools: staged through shared memory, or not
-    for v in stage.choices if stage is not None else ():
-        if v != stage.value:
-            desc = f"pool_stage {stage.value!r}->{v!r} ({fam.get('op')})"
-            yield Proposal(CandidateSource(set_tunable(code, "pool_stage", v), f"builtin:{desc}"),
-                           Move("tunable", desc, "cheap",
-                                {"name": "pool_stage", "from": stage.value, "to": v}))
+        others = [v for v in t.choices if v != t.value] if t.choices else [not t.value]
+        for v in others:
+            desc = f"{name} {t.value!r}->{v!r} ({fam.get('op')})"
+            yield Proposal(CandidateSource(set_tunable(code, name, v), f"builtin:{desc}"),
+                           Move("tunable", desc, "cheap", {"name": name, "from": t.value,
+                                                           "to": v}))
     strat = tunables.get("strategy")
     if strat is not None:
         for s in strat.choices:
