@@ -144,6 +144,12 @@ def capture_in_process(path: str | Path) -> Captured:
     except Exception as e:  # noqa: BLE001 - data-dependent control flow and the like
         return Captured((), -1, (), scalars,
                         f"torch.fx could not trace Model.forward: {type(e).__name__}: {e}")
+    kept = _state_assigned(model, torch.fx.Proxy)
+    if kept:
+        return Captured((), -1, (), scalars,
+                        f"Model.forward assigns {kept} (state kept from one call to the next, "
+                        "as a recurrent cell's hidden state): the built-in families cover "
+                        "forwards whose result depends only on their inputs and parameters")
     values: dict[Any, Any] = {}
 
     class _Recorder(torch.fx.Interpreter):
@@ -194,6 +200,17 @@ def capture_in_process(path: str | Path) -> Captured:
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
     return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance,
                     distributions)
+
+
+def _state_assigned(model: Any, proxy: type) -> str:
+    """``self.NAME`` (or ``self.sub.NAME``) of the first module attribute that tracing the
+    forward left holding a traced value (``proxy``): the forward assigned it, so the module
+    keeps state between calls; "" when there is none."""
+    for prefix, mod in model.named_modules():
+        for name, val in vars(mod).items():
+            if isinstance(val, proxy):
+                return "self." + (f"{prefix}.{name}" if prefix else name)
+    return ""
 
 
 def _number_tensor(n: Any) -> float | None:

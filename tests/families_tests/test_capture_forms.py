@@ -161,3 +161,25 @@ def test_inputs_drawn_from_a_torch_distribution_are_captured(tmp_path):
     assert [n.shape for n in cap.nodes if n.kind == "input"] == [(4096, 4096)] * 2
     rec = recognize(cap)
     assert rec.covered, rec.not_covered
+
+
+@pytest.mark.parametrize("where", ["self", "sub"])
+def test_a_forward_that_keeps_state_is_refused_for_that_reason(tmp_path, where):
+    """A recurrent cell that assigns its hidden state in forward (KernelBench level 3's vanilla
+    RNN does ``self.hidden = self.tanh(...)``): tracing left a traced value in the attribute, and
+    the refusal said "Model.forward does not return a single tensor", which it does. Now the
+    reason names the attribute; a forward that only reads a kept tensor stays covered."""
+    holder = "self" if where == "self" else "self.cell"
+    init = ("self.cell = nn.Module()\n        " if where == "sub" else "") + \
+        f"{holder}.h = torch.zeros(64, 1000)"
+    rec = _task(tmp_path, f"state_{where}", init,
+                f"{holder}.h = torch.tanh(x + {holder}.h)\n        return {holder}.h * 2.0",
+                "torch.randn(64, 1000)")
+    assert not rec.covered
+    msg = rec.not_covered.message
+    assert f"Model.forward assigns {holder}.h" in msg, msg
+    assert "state kept from one call to the next" in msg, msg
+    assert "single tensor" not in msg, msg
+    rec = _task(tmp_path, f"reads_{where}", init, f"return torch.tanh(x + {holder}.h)",
+                "torch.randn(64, 1000)")
+    assert rec.covered, rec.not_covered
