@@ -143,7 +143,8 @@ def capture_in_process(path: str | Path) -> Captured:
         gm = torch.fx.symbolic_trace(model)
     except Exception as e:  # noqa: BLE001 - data-dependent control flow and the like
         return Captured((), -1, (), scalars,
-                        f"torch.fx could not trace Model.forward: {type(e).__name__}: {e}")
+                        f"torch.fx could not trace Model.forward: {type(e).__name__}: {e}"
+                        + _trace_hint(e))
     kept = _state_assigned(model, torch.fx.Proxy)
     if kept:
         return Captured((), -1, (), scalars,
@@ -200,6 +201,16 @@ def capture_in_process(path: str | Path) -> Captured:
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
     return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance,
                     distributions)
+
+
+def _trace_hint(e: Exception) -> str:
+    """What a TypeError from tracing usually means, said plainly ("" for other errors): the
+    tracer follows sizes read from a tensor as traced values, and Python refused one where it
+    needs a plain number (``self.mask[:, :, :T, :T]`` with ``T = x.size(1)``, ``range(T)``)."""
+    if not isinstance(e, TypeError):
+        return ""
+    return (" (the forward uses a size read from a tensor, x.size() or x.shape, where Python "
+            "needs a plain number: a slice bound, a range or an index)")
 
 
 def _state_assigned(model: Any, proxy: type) -> str:

@@ -183,3 +183,17 @@ def test_a_forward_that_keeps_state_is_refused_for_that_reason(tmp_path, where):
     rec = _task(tmp_path, f"reads_{where}", init, f"return torch.tanh(x + {holder}.h)",
                 "torch.randn(64, 1000)")
     assert rec.covered, rec.not_covered
+
+
+def test_a_size_used_as_a_python_number_is_named_in_the_refusal(tmp_path):
+    """A causal mask sliced to the sequence length (``self.mask[:, :T, :T]`` with
+    ``T = x.size(1)``, as attention blocks write it): the tracer cannot give Python a number
+    there. The refusal said only "TypeError: slice indices must be integers or None or have an
+    __index__ method"; it now says what in the forward caused it."""
+    rec = _task(tmp_path, "causal", "self.register_buffer('mask', torch.ones(1, 64, 64).tril())",
+                "t = x.size(1)\n        return x.masked_fill(self.mask[:, :t, :t] == 0, 0.0)",
+                "torch.randn(8, 32, 32)")
+    assert not rec.covered
+    msg = rec.not_covered.message
+    assert "torch.fx could not trace" in msg and "slice indices" in msg, msg
+    assert "a size read from a tensor" in msg and "a slice bound" in msg, msg
