@@ -428,10 +428,11 @@ class Reference:
         same = compare(again, first, first, override=getattr(self.mod, "TOLERANCE", None))
         if not same.passed:
             raise RandomReference(
-                f"the reference Model's output is random: called twice on the same inputs "
-                f"({label}) it gave two results ({same.reason}), so no candidate can be "
-                "checked against it. Make forward deterministic: nn.Dropout with p = 0 or the "
-                "model in eval mode, no torch.rand / randn in forward")
+                f"the reference Model's output is random or depends on earlier calls: called "
+                f"twice on the same inputs ({label}) it gave two results ({same.reason}), so "
+                "no candidate can be checked against it. Make forward deterministic: "
+                "nn.Dropout with p = 0 or the model in eval mode, no torch.rand / randn in "
+                "forward, no state that forward keeps on self for its next call")
 
     def _count(self) -> tuple[int, int, int]:
         """FLOPs (FlopCounterMode) and minimal bytes of the main shape, on the meta device."""

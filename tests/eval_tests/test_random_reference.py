@@ -136,3 +136,31 @@ def test_the_cpu_check_skips_a_reference_whose_output_is_large(tmp_path, monkeyp
     ref.mod.CPU_CALLS.clear()
     ref.load(hidden=True, seed_init=1)
     assert ref.mod.CPU_CALLS and set(ref.mod.CPU_CALLS) == {(1, 8)}, ref.mod.CPU_CALLS
+
+
+STATEFUL = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = torch.zeros(1)
+
+    def forward(self, x):
+        self.h = torch.tanh(self.h + x.mean())  # a running state, read on the next call
+        return x * self.h
+"""
+
+
+def test_a_reference_that_keeps_state_between_calls_is_named_as_such(tmp_path):
+    """A forward that keeps state on self for its next call (a recurrent cell without its
+    hidden state as an input) gives another result on the same inputs, as a random one does;
+    the task error says that state is a cause too (it named only dropout and torch.rand)."""
+    path = tmp_path / "task.py"
+    path.write_text(STATEFUL + "\n\ndef get_inputs():\n    return [torch.randn(64, 96)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    with pytest.raises(RandomReference) as e:
+        Reference(str(path), gpu=False, scratch=tmp_path).load(hidden=True, seed_init=1)
+    msg = str(e.value)
+    assert "depends on earlier calls" in msg and "state that forward keeps on self" in msg, msg
