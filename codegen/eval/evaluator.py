@@ -63,6 +63,13 @@ _ENV_PASS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", 
              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME", "CUPTI_INCLUDE",
              "CUPTI_LIB", "CC")
+
+
+class _WorkerExited(InfrastructureError):
+    """A candidate worker exited before it was ready (``LocalEvaluator._ready`` starts one
+    more in its place before the machine is called failed)."""
+
+
 def _scratch_root() -> Path:
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
@@ -277,6 +284,26 @@ class LocalEvaluator:
             while len(self._spares) < want:
                 self._spares.append(self._start_worker())
 
+    def _ready(self, w: CandidateWorker) -> CandidateWorker:
+        """``w`` once it is ready, or a fresh worker started in its place when ``w`` exited
+        while starting: a spare starts while the previous candidate runs, and may die of what
+        the GPU held then (a CUDA context refused while that candidate filled the memory, or
+        while a killed one's memory was still being freed) with nothing wrong now. A second
+        failure, or a worker that hung, is the machine's: InfrastructureError."""
+        try:
+            self._wait_ready(w)
+            return w
+        except _WorkerExited as e:
+            first = str(e)
+        w = self._start_worker()
+        self._active = w
+        try:
+            self._wait_ready(w)
+        except InfrastructureError as e:
+            raise InfrastructureError(f"{e}\n(a worker started before it failed too: {first})") \
+                from e
+        return w
+
     def _wait_ready(self, w: CandidateWorker) -> None:
         deadline = time.monotonic() + self.options.run_timeout_s + 180
         while True:
@@ -284,8 +311,9 @@ class LocalEvaluator:
             if e is None or e[0] != "msg":
                 tail = w.proc.log_tail()
                 w.kill()
-                raise InfrastructureError(f"a candidate worker failed to start "
-                                          f"({w.proc.exit_description()})" + (f"\n{tail}" if tail else ""))
+                err = _WorkerExited if e is not None else InfrastructureError
+                raise err(f"a candidate worker failed to start "
+                          f"({w.proc.exit_description()})" + (f"\n{tail}" if tail else ""))
             if e[1]["t"] == "infra":
                 w.kill()
                 raise InfrastructureError(e[1]["message"])
@@ -386,7 +414,7 @@ class LocalEvaluator:
         w = self._take_worker()
         self._warm_spare()
         t_wait = time.monotonic()
-        self._wait_ready(w)
+        w = self._ready(w)
         rl, sol = self.roofline_for(info)
         run = CandidateRun(self, w, info, sol_us=sol)
         run.st.seconds["worker_start"] = time.monotonic() - t_wait
@@ -500,7 +528,7 @@ class LocalEvaluator:
     def _bench_only(self, cand: CandidateSource, info: dict[str, Any]) -> list[float] | None:
         w = self._take_worker()
         self._warm_spare()
-        self._wait_ready(w)
+        w = self._ready(w)
         rl, sol = self.roofline_for(info)
         run = CandidateRun(self, w, info, sol_us=sol, verify=False)
         try:

@@ -305,3 +305,40 @@ def test_compile_only_at_kernelbench_sizes_needs_shapes_not_memory(tmp_path):
              compile_timeout_s=600.0) as ev:
         e = ev.evaluate(CandidateSource(cand.code, "family default"))
     assert e.verdict == Verdict.COMPILED, (e.message, e.log_tail[-2000:])
+
+
+def test_a_worker_that_died_while_starting_is_replaced_once(scale_shift_task, make_candidate,
+                                                           tmp_path):
+    """A spare worker starts while the previous candidate runs and can die of what the GPU
+    held then (on an H100, 2026-12-06: `torch.empty(1, device="cuda")` out of memory while
+    other processes filled it); the evaluation then raised InfrastructureError and the search
+    paused, though a worker started now would be fine. One fresh worker is started in its
+    place; a second failure is the machine's."""
+    from cutegen.errors import InfrastructureError
+
+    with _ev(scale_shift_task, tmp_path) as ev:
+        real = ev._start_worker
+        started = []
+
+        def dying_first():
+            w = real()
+            if not started:
+                w.proc.kill()  # exits before it is ready, as a refused CUDA context does
+            started.append(w)
+            return w
+
+        ev._spares.clear()
+        ev._start_worker = dying_first
+        e = ev.evaluate(make_candidate("good"))
+        assert e.verdict == Verdict.COMPILED, e.message
+        assert len(started) >= 2
+
+        def always_dying():
+            w = real()
+            w.proc.kill()
+            return w
+
+        ev._spares.clear()
+        ev._start_worker = always_dying
+        with pytest.raises(InfrastructureError, match="a worker started before it failed too"):
+            ev.evaluate(make_candidate("other", module_extra="_OTHER = 1"))  # not cached
