@@ -295,6 +295,7 @@ class LocalEvaluator:
             return w
         except _WorkerExited as e:
             first = str(e)
+        shutil.rmtree(w.workdir, ignore_errors=True)
         w = self._start_worker()
         self._active = w
         try:

@@ -209,8 +209,8 @@ def _trace_hint(e: Exception) -> str:
     needs a plain number (``self.mask[:, :, :T, :T]`` with ``T = x.size(1)``, ``range(T)``)."""
     if not isinstance(e, TypeError):
         return ""
-    return (" (the forward uses a size read from a tensor, x.size() or x.shape, where Python "
-            "needs a plain number: a slice bound, a range or an index)")
+    return (" (most often the forward uses a size read from a tensor, x.size() or x.shape, "
+            "where Python needs a plain number: a slice bound, a range or an index)")
 
 
 def _state_assigned(model: Any, proxy: type) -> str:
