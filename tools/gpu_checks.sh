@@ -27,7 +27,8 @@
 #   reduce-gpu2    part 2: norms and pooling                                          ~5
 #   strided-gpu    the strided reductions changed on 2026-12-03 and their neighbours  ~2
 #   kb-sweep1      every KernelBench level-1 problem through the CLI, one evaluation each,
-#                  resumable (carry .kb and .bench/bench_kb1.tar.xz from the last call)  n x ~9
+#                  resumable (carry .kb and .bench/bench_kb1.tar.xz from the last call);
+#                  KB_PROBLEMS=3,5,7 for those problems only                          n x ~9
 #   kb-sweep2      the same for level 2                                               n x ~9
 #   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, the argmin
 #                  fold's accuracy, KernelBench L1 47-49, 53 through the CLI and 51, 52 timed
@@ -603,9 +604,11 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
     kb-sweep1|kb-sweep2)  # every KernelBench problem of level 1 / 2 through the CLI at
       # upstream sizes, one evaluation each, resumable across calls (carry .kb and .bench/
       # holding the last call's bench_kbL.tar.xz; BENCH_MINUTES per call, 8.5 by default)
+      # (KB_PROBLEMS=3,5,7 sweeps only those problems, in that order, in the same store)
       level=${s#kb-sweep}
       if [ -d ".kb/level$level" ]; then
-        bench_resumable "kb$level" 1 --kernelbench .kb --level "$level" --no-reports
+        bench_resumable "kb$level" 1 --kernelbench .kb --level "$level" --no-reports \
+          ${KB_PROBLEMS:+--problems "$KB_PROBLEMS"}
       else
         echo "== $s: no .kb/level$level (carry .kb)" | tee -a "$out/steps.log"
       fi ;;
