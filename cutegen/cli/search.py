@@ -21,7 +21,7 @@ from cutegen.cli.devices import device_options
 from cutegen.cli.llm import llm_options
 from cutegen.cli.options import DEFAULT_DB, db_option
 from cutegen.codegen.backend import EvalOptions
-from cutegen.errors import DuplicatedRunError, StorageError
+from cutegen.errors import DuplicatedRunError, InfrastructureError, StorageError
 from cutegen.search import Budget, RunSummary
 from cutegen.settings import LLMSettings, ProfilingSettings, RunSettings
 
@@ -238,15 +238,19 @@ def search_with_progress(run: api.SearchRun, db: str) -> RunSummary:
     from cutegen.cli.search_view import Progress, print_summary
 
     stop = _StopFlag()
+    db_arg = "" if db == DEFAULT_DB else f" --db {db}"
     try:
         with run.open() as search, stop.installed(), \
                 Progress(search, run.settings.budget) as progress:
             summary = search.run(should_stop=stop, on_step=progress.update)
+    except InfrastructureError as e:
+        # the machine failed, not a candidate: the node is requeued and every result kept
+        raise InfrastructureError(f"{e}\nthe run is kept; once the machine is sound again, "
+                                  f"continue with: cutegen resume {run.name}{db_arg}") from e
     finally:
         run.close()
     print_summary(summary)
     if summary.status == "stopped":
-        db_arg = "" if db == DEFAULT_DB else f" --db {db}"
         click.echo(f"stopped; continue with: cutegen resume {run.name}{db_arg}", err=True)
     return summary
 

@@ -16,6 +16,7 @@ import cutegen.cli.search as cli_search
 from cutegen.errors import (
     ConfigError,
     DuplicatedRunError,
+    InfrastructureError,
     ResumeMismatchError,
     RunNotFoundError,
     StorageError,
@@ -179,6 +180,37 @@ def test_second_ctrl_c_aborts_and_resume_requeues(cli, env, monkeypatch):
     s = SqliteStorage(env["db"])
     assert max(n.attempts for n in s.get_nodes(run.id)) == 1  # the interrupted one, once more
     s.close()
+
+
+class _MachineFails(FakeEvaluator):
+    """Raises InfrastructureError at its ``at``-th evaluation (a worker that cannot start)."""
+
+    def __init__(self, at: int, **kw) -> None:
+        super().__init__(**kw)
+        self.at = at
+
+    def evaluate(self, candidate):
+        if self.evaluations + 1 == self.at:
+            raise InfrastructureError("a candidate worker failed to start (exit code 1)")
+        return super().evaluate(candidate)
+
+
+def test_a_machine_failure_says_how_to_go_on(cli, env, monkeypatch):
+    """A failed machine stops the search with exit code 4; the error said only what failed,
+    not that the run is kept and how to continue it."""
+    evaluators = iter([_MachineFails(at=3, seed=1), FakeEvaluator(seed=1)])
+    monkeypatch.setattr(api, "make_evaluator", lambda *a: next(evaluators))
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
+    r = invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--max-evals", "6",
+                     "--run", "r1", "--db", env["db"]])
+    assert isinstance(r.exception, InfrastructureError), r.output
+    assert r.exception.exit_code == 4
+    msg = str(r.exception)
+    assert "a candidate worker failed to start" in msg
+    assert f"continue with: cutegen resume r1 --db {env['db']}" in msg, msg
+    r = invoke(cli, ["resume", "r1", "--db", env["db"]])
+    assert r.exit_code == 0, r.output
+    assert "evaluations 6" in r.stdout
 
 
 def test_resume_refuses_changed_task_or_toolchain(cli, made, env, monkeypatch):
