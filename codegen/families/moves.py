@@ -195,8 +195,10 @@ def _move(plan: Plan, strategy: str, fused: bool, fast_math: bool = False,
 #: The long rows' on / off knobs each flipped as a move of its own (``render.knobs``):
 #: ``smem_row`` (the slice kept in shared memory between the passes), ``l2_hints`` (the
 #: output stored, and x read for the last time, evict-first in L2) and ``async_stage`` (a
-#: staged slice copied in with cp.async, all of it in flight at once).
-_ROW_SWITCHES = ("smem_row", "l2_hints", "async_stage")
+#: staged slice copied in with cp.async, all of it in flight at once); ``l2_batch`` (few rows
+#: that no cluster holds: the split's two launches 32 MiB of rows at a time, the output launch
+#: reading x again from L2; not yet measured on a GPU).
+_ROW_SWITCHES = ("smem_row", "l2_hints", "async_stage", "l2_batch")
 STRATEGY_ORDER = {"row": ("auto", "split", "registers", "looped", "cluster", "resident")}
 
 

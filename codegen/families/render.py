@@ -93,6 +93,9 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
         values["async_stage"], choices["async_stage"] = True, [True, False]
         if few_unheld_rows(plan):
             values["strategy"] = "split"
+            # the split's two launches a few rows (32 MiB) at a time, so that the output
+            # launch re-reads x from L2 (row template ``_l2_batch_rows``); off until measured
+            values["l2_batch"], choices["l2_batch"] = False, [False, True]
     if not fused and plan.family != "pointwise":
         values.update({f"pw_{k}": v for k, v in PW_KNOBS[0].items()})
         choices.update({f"pw_{k}": v for k, v in PW_KNOBS[1].items()})

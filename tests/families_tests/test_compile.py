@@ -21,6 +21,8 @@ once, so nothing of the DSL is imported here):
   last time, evict-first in L2 (``STG.E.EF`` / ``LDG.E.EF``);
 * ``async_stage`` on the staged walk and the resident launch (main shape): the slice copied
   into shared memory with cp.async (``LDGSTS``), no global load of x left;
+* ``l2_batch`` where it is offered (main shape): the split strategy's two kernels, launched a
+  few rows at a time (each batch's plan compiled);
 * every other allowed value of every knob, one knob at a time, on a representative task per
   family (softmax_bf16 and layernorm_fp32 for rows, cumsum_bf16 for scans,
   gelu_scale_bias_fp32 for pointwise), main shape. Knob combinations are not enumerated
@@ -35,6 +37,7 @@ import _cutegen_famdata as fd  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.candidate import parse_tunables
+from cutegen.codegen.families.render import knobs as family_knobs
 
 _ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 _KNOB_TASKS = ("softmax_bf16", "layernorm_fp32", "cumsum_bf16", "gelu_scale_bias_fp32")
@@ -77,6 +80,8 @@ def _build_cases() -> list[dict]:
         for strategy, knobs in (("auto", {"smem_row": True}), ("resident", {})):
             add(name, strategy, True, {**knobs, "async_stage": True}, fd.shapes(name)[0],
                 "async_stage")
+        if "l2_batch" in family_knobs(fd.plan_of(name))[0]:  # the split's launches 32 MiB of rows at a time
+            add(name, "split", True, {"l2_batch": True}, fd.shapes(name)[0], "l2_batch")
     for name in _KNOB_TASKS:
         code = fd.rendered(name)
         main = fd.shapes(name)[0]
@@ -148,7 +153,7 @@ def test_compiles_without_spills_and_vectorized(index, compiled):
 
 _SMEM_ROW = [i for i, c in enumerate(CASES)
              if c["group"] == "smem_row" and c["knobs"]["smem_row"]]
-_SPLIT = [i for i, c in enumerate(CASES) if c["group"] == "split"]
+_SPLIT = [i for i, c in enumerate(CASES) if c["group"] in ("split", "l2_batch")]
 _RESIDENT = [i for i, c in enumerate(CASES) if c["group"] == "resident"]
 
 
