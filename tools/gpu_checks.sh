@@ -125,6 +125,8 @@
 #                  correct one case at a time, then KernelBench L1 23, 24 through the CLI  ~6
 #   l2-ncu         ncu's DRAM bytes, L2 hit rate and time of layernorm_4m_fp32's kernels,
 #                  resident / split, hints on / off                                       ~3
+#   l2-batch       the split strategy's launches 32 MiB of rows at a time (l2_batch): the
+#                  GPU cases of layernorm_4m_fp32's split candidates, its kernels timed off / on  ~7
 #   kb-list        KernelBench problems KB_L1=N,N KB_L2=N,N through the CLI, one evaluation
 #                  each, KB_MINUTES (default 4) a level (carry .kb)                    ~KB_MINUTES x 2
 #   cumsum-kb      KernelBench L1 92's exclusive cumsum in its three spellings (nineteenth
@@ -634,6 +636,15 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
         -k "batch_norm_eval or rec_pre_relu_conv or rec_chain_branching"
       step pw_view_bench 200 $py tools/bench_families.py --set reduce --strategies default \
         --calibrate --runs 50 --only batch_norm_eval --out "$out/bench_pw_view" ;;
+    l2-batch)  # the split strategy's launches 32 MiB of rows at a time (thirty-third session,
+      # not yet measured): the GPU cases of layernorm_4m_fp32's split candidates, then its
+      # kernels timed with l2_batch off and on (KernelBench L1 40's shape)
+      step l2_batch_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py -q \
+        -n 2 -p no:cacheprovider -k "layernorm_4m_fp32-split"
+      for b in false true; do
+        step "l2_batch_$b" 200 $py tools/host_overhead.py layernorm_4m_fp32 --calls 20 \
+          --kernels --set strategy=split --set l2_batch=$b
+      done ;;
     split-order)  # the output launch walks the slices last to first (sixteenth session)
       step split_order_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
         -q -n 3 -p no:cacheprovider -k "split"

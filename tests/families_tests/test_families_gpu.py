@@ -27,6 +27,7 @@ import _cutegen_gpu_cases as gc  # registered by conftest.py
 import pytest
 
 from cutegen.codegen.backend import EvalOptions
+from cutegen.codegen.families.render import knobs
 from cutegen.codegen.tasks import load_task_file
 
 OUT = fd.ROOT / "runs" / "families_gpu"
@@ -59,6 +60,10 @@ CASES += [(name, s, True, "") for s in ("split", "resident") for name in sorted(
 CASES += [(name, s, True, extra) for name in sorted(fd.BUNDLED_LONG)
           for s, base in (("auto", "smem_row+"), ("resident", ""))
           for extra in (base + "async_stage=false", base + "l2_hints")]
+#: ... and the split strategy's launches a few rows at a time where it is offered (l2_batch:
+#: each pair of launches over 32 MiB of rows; the hidden shapes' last batch is shorter).
+CASES += [(name, "split", True, "l2_batch") for name in sorted(fd.BUNDLED_LONG)
+          if "l2_batch" in knobs(fd.plan_of(name))[0]]
 #: The pool family's other span shapes on its small tasks: eight outputs a thread, scalar
 #: span reads, and the input staged through shared memory forced on and off (``KEY=VALUE``
 #: extras set that knob; on the wide-stride tasks "auto" stages, elsewhere it does not).
