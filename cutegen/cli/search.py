@@ -21,7 +21,12 @@ from cutegen.cli.devices import device_options
 from cutegen.cli.llm import llm_options
 from cutegen.cli.options import DEFAULT_DB, db_option
 from cutegen.codegen.backend import EvalOptions
-from cutegen.errors import DuplicatedRunError, InfrastructureError, StorageError
+from cutegen.errors import (
+    DuplicatedRunError,
+    GPURequiredError,
+    InfrastructureError,
+    StorageError,
+)
 from cutegen.search import Budget, RunSummary
 from cutegen.settings import LLMSettings, ProfilingSettings, RunSettings
 
@@ -244,9 +249,13 @@ def search_with_progress(run: api.SearchRun, db: str) -> RunSummary:
                 Progress(search, run.settings.budget) as progress:
             summary = search.run(should_stop=stop, on_step=progress.update)
     except InfrastructureError as e:
-        # the machine failed, not a candidate: the node is requeued and every result kept
-        raise InfrastructureError(f"{e}\nthe run is kept; once the machine is sound again, "
-                                  f"continue with: cutegen resume {run.name}{db_arg}") from e
+        # the machine failed, not a candidate: the node is requeued and every result kept.
+        # The same error (its type says what failed: callers stop on GPURequiredError), with
+        # the way on; a machine without a GPU has none to offer
+        if not isinstance(e, GPURequiredError):
+            e.args = (f"{e}\nthe run is kept; once the machine is sound again, continue "
+                      f"with: cutegen resume {run.name}{db_arg}", *e.args[1:])
+        raise
     finally:
         run.close()
     print_summary(summary)

@@ -15,7 +15,9 @@ import cutegen.api as api
 import cutegen.cli.search as cli_search
 from cutegen.errors import (
     ConfigError,
+    DeviceLostError,
     DuplicatedRunError,
+    GPURequiredError,
     InfrastructureError,
     ResumeMismatchError,
     RunNotFoundError,
@@ -211,6 +213,23 @@ def test_a_machine_failure_says_how_to_go_on(cli, env, monkeypatch):
     r = invoke(cli, ["resume", "r1", "--db", env["db"]])
     assert r.exit_code == 0, r.output
     assert "evaluations 6" in r.stdout
+
+
+@pytest.mark.parametrize("error", [GPURequiredError, DeviceLostError])
+def test_a_machine_failure_keeps_its_type(cli, env, monkeypatch, error):
+    """The way on is added to the error itself: `cutegen bench` stops on GPURequiredError (a
+    machine without a GPU has no way on to add) and a pool reads DeviceLostError's device."""
+
+    class _Fails(FakeEvaluator):
+        def evaluate(self, candidate):
+            raise error("the machine failed")
+
+    monkeypatch.setattr(api, "make_evaluator", lambda *a: _Fails(seed=1))
+    monkeypatch.setattr(api, "require_gpu", lambda what: None)
+    r = invoke(cli, ["search", env["task"], "--seed-candidate", env["seed"], "--max-evals", "3",
+                     "--run", "r2", "--db", env["db"]])
+    assert type(r.exception) is error, r.output
+    assert ("cutegen resume r2" in str(r.exception)) == (error is not GPURequiredError)
 
 
 def test_resume_refuses_changed_task_or_toolchain(cli, made, env, monkeypatch):
