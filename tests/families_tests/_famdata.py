@@ -233,6 +233,16 @@ def rendered(name: str, strategy: str | None = None, fused: bool = True,
     return render(plan, task_path(name).read_text(), tunables=tun, fused=fused)
 
 
+def task_module(name: str):
+    """The task file of ``name`` imported as a module of its own (its ``Model``, sizes and
+    ``get_inputs``), a fresh one each call."""
+    spec = importlib.util.spec_from_file_location(f"_famtask_{uuid.uuid4().hex[:8]}",
+                                                  task_path(name))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def rendered_module(tmp_path: Path, name: str, **tunables):
     """The task's rendered candidate (with ``tunables`` set), imported here from a file under
     ``tmp_path``: for tests of its plain-Python host helpers (launch plans, geometry)."""

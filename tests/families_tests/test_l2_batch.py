@@ -10,7 +10,6 @@ of ``n_rows`` rows at x's pointer; the output launch normalising those rows, wit
 and bias, at the output's pointer). Checked: what the host decides (the rows each pair of
 launches takes, their pointers, every row written once) against the task's own reference."""
 
-import importlib.util
 import random
 from importlib.util import find_spec
 
@@ -55,10 +54,7 @@ def _run(tmp_path, monkeypatch, batch_bytes, rows, **tunables):
     cand, emu = fd.emulated_module(tmp_path, "layernorm_4m_fp32", monkeypatch, _Emulator,
                                    "_row_compiled", **tunables)
     monkeypatch.setattr(cand, "_L2_BATCH_BYTES", batch_bytes)
-    spec = importlib.util.spec_from_file_location("ref_ln4m", fd.task_path("layernorm_4m_fp32"))
-    task = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(task)
-    ref = task.Model(NORM)
+    ref = fd.task_module("layernorm_4m_fp32").Model(NORM)
     model = cand.ModelNew(NORM)
     with torch.no_grad():
         ref.ln.weight.copy_(torch.rand(NORM) + 0.5)

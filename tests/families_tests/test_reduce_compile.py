@@ -105,13 +105,9 @@ def _vector_bytes(c: dict) -> int:
 def _empty_result(c: dict) -> bool:
     """Whether the task's reference gives an empty result at the case's shape (on meta
     tensors)."""
-    import importlib.util
-
     import torch
 
-    spec = importlib.util.spec_from_file_location("_empty_probe", fd.task_path(c["name"]))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = fd.task_module(c["name"])
     with torch.device("meta"):
         model = module.Model(*c["shape"]["init"])
         inputs = [torch.empty(i["shape"], dtype=getattr(torch, i["dtype"])) if "shape" in i

@@ -45,12 +45,7 @@ def _model_new(tmp_path, name, monkeypatch):
 
 
 def _reference(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"ref_{name}", fd.task_path(name))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return fd.task_module(name)
 
 
 @pytest.mark.parametrize("shape", [(6, 40), (127, 4097), (1, 1000), (5, 1), (2, 3, 16)])
