@@ -307,6 +307,13 @@ def test_compile_only_at_kernelbench_sizes_needs_shapes_not_memory(tmp_path):
     assert e.verdict == Verdict.COMPILED, (e.message, e.log_tail[-2000:])
 
 
+def _drop_spares(ev: LocalEvaluator) -> None:
+    """Kill the spare workers already started, so that the next evaluation starts its own."""
+    for w in ev._spares:
+        w.kill()
+    ev._spares.clear()
+
+
 def test_a_worker_that_died_while_starting_is_replaced_once(scale_shift_task, make_candidate,
                                                            tmp_path):
     """A spare worker starts while the previous candidate runs and can die of what the GPU
@@ -327,7 +334,7 @@ def test_a_worker_that_died_while_starting_is_replaced_once(scale_shift_task, ma
             started.append(w)
             return w
 
-        ev._spares.clear()
+        _drop_spares(ev)
         ev._start_worker = dying_first
         e = ev.evaluate(make_candidate("good"))
         assert e.verdict == Verdict.COMPILED, e.message
@@ -338,7 +345,7 @@ def test_a_worker_that_died_while_starting_is_replaced_once(scale_shift_task, ma
             w.proc.kill()
             return w
 
-        ev._spares.clear()
+        _drop_spares(ev)
         ev._start_worker = always_dying
         with pytest.raises(InfrastructureError, match="a worker started before it failed too"):
             ev.evaluate(make_candidate("other", module_extra="_OTHER = 1"))  # not cached
