@@ -100,31 +100,51 @@ def compare(cand: Sequence[Any], ref64: Sequence[Any], native: Sequence[Any],
 
 
 CHUNK = 1 << 26  # elements compared at a time (bounded float64 temporaries on the GPU)
+#: Elements a time where the float64 reference is in host memory and the outputs on the GPU
+#: (its chunks are streamed there: less room is left, the float64 pass having had none).
+STREAM_CHUNK = 1 << 24
 
 
 def _compare_one(c: Any, r: Any, n: Any, tag: str,
                  override: Mapping[str, float] | None) -> Comparison:
+    """One output compared, on the GPU where the candidate's output is there: a float64
+    reference in host memory (the GPU had no room for the float64 pass) is streamed to it a
+    chunk at a time, since the same arithmetic in host memory took ~60 s an output of 1.6 G
+    elements on the GPU machine's CPUs, eleven times an evaluation (KernelBench L1 25 on the
+    H100: one evaluation past 15 minutes); in host memory only where the GPU has no room
+    even for that."""
+    import torch
+
+    if c.is_cuda and not r.is_cuda:
+        try:
+            return _compare_on(c, r, n, tag, override, c.device, STREAM_CHUNK)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    return _compare_on(c, r, n, tag, override, r.device, CHUNK)
+
+
+def _compare_on(c: Any, r: Any, n: Any, tag: str, override: Mapping[str, float] | None,
+                dev: Any, chunk: int) -> Comparison:
     import torch
 
     dtype = str(n.dtype).removeprefix("torch.")
-    c = c.to(r.device)
     if not (n.is_floating_point() or n.is_complex()):
-        n = n.to(r.device)
+        c, n = c.to(dev), n.to(dev)
         if torch.equal(c, n):
             return Comparison(True, "")
         bad = int((c != n).sum().item())
         return Comparison(False, f"{tag}: {bad} of {n.numel()} elements differ (exact match required)")
     atol, rtol = tolerance_for(dtype, override)
-    cf, rf, nf = c.reshape(-1), r.reshape(-1), n.to(r.device).reshape(-1)
+    cf, rf, nf = c.reshape(-1), r.reshape(-1), n.reshape(-1)
     max_abs = max_rel = ref_max = 0.0
     sq = ref_sq = 0.0
     r_sq = r_max = 0.0  # the float64 reference's own sum of squares and largest magnitude
     n_fin = n_bad = n_alone_bad = 0
     worst = (0.0, 0.0, 0.0)  # (diff, got, expected)
-    for lo in range(0, cf.numel(), CHUNK):
-        c64 = cf[lo:lo + CHUNK].to(torch.float64)
-        r64 = rf[lo:lo + CHUNK].to(torch.float64)
-        nc = nf[lo:lo + CHUNK]  # in its own dtype: float64 only where compared
+    for lo in range(0, cf.numel(), chunk):
+        c64 = cf[lo:lo + chunk].to(dev, torch.float64)
+        r64 = rf[lo:lo + chunk].to(dev, torch.float64)
+        nc = nf[lo:lo + chunk].to(dev)  # in its own dtype: float64 only where compared
         # NaN / Inf must sit exactly where the float64 reference has them, with the reference
         # rounded to the output's dtype first: a value beyond that dtype's range is an Inf any
         # correct kernel of that dtype produces (a long cumprod overflowing fp32, say).

@@ -751,8 +751,9 @@ class Reference:
     def _float64_on_host(self, idx: int, draw: Any) -> list[Any] | None:
         """The float64 pass in host memory, where the GPU had no room for it; None where the
         forward is too costly for the CPU or the host has no room either (or it fails
-        there). The comparison then reads the candidate's and the native outputs into host
-        memory too (``numerics.compare`` compares on the reference's device)."""
+        there). The comparison then streams it to the GPU a chunk at a time, where the
+        candidate's output is (``numerics.compare``; in host memory only where the GPU has no
+        room even for that)."""
         import torch
 
         sh = self.shapes[idx]
