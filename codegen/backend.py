@@ -42,6 +42,12 @@ class EvalOptions:
         arch: target for compile-only mode (``CUTE_DSL_ARCH``); on a GPU the DSL detects it.
         compile_timeout_s: limit for one ``cute.compile`` call (separate from run limits).
         run_timeout_s: limit for every other phase (import, init, one call, benchmark).
+        eval_timeout_s: limit for one evaluation's calls and comparisons together, from the
+            job sent to the last comparison: past it the candidate's verdict is ``timeout``
+            where its own calls took most of the time, and the evaluation fails as the
+            machine's (InfrastructureError) where checking them did (float64 references in
+            host memory on a GPU without room for them); a search's time budget is checked
+            only between evaluations.
         main_trials: verification trials on the task's main shape (one distribution each).
         hidden_shapes: also verify on the task's hidden shapes.
         bench_warmup / bench_runs: untimed and timed calls of the benchmark (runs >= 30).
@@ -65,6 +71,7 @@ class EvalOptions:
     arch: str = "sm_90a"
     compile_timeout_s: float = 180.0
     run_timeout_s: float = 120.0
+    eval_timeout_s: float = 600.0
     main_trials: int = 3
     hidden_shapes: bool = True
     bench_warmup: int = 3

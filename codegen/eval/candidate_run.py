@@ -198,6 +198,11 @@ class CandidateRun:
         f.empty_ks = frozenset(c.k for c in self.plan if c.shape in empty)
         self.slot_of: dict[int, int] = {}
         self.t_bye: int | None = None
+        #: when the evaluation's calls and comparisons must be over (set by run)
+        self.deadline = math.inf
+        #: seconds spent waiting on the reference worker (drawing inputs, comparing)
+        self.ref_s = 0.0
+        self.host_reference = False  # a comparison's float64 reference was in host memory
 
     # -- the worker's messages -----------------------------------------------------------
     def _await(self, want: str, *, limit: float) -> tuple[dict[str, Any], int]:
@@ -263,7 +268,8 @@ class CandidateRun:
     def run(self, job: dict[str, Any]) -> RunFacts:
         """Drive the worker through the job; never raises for the candidate's faults."""
         f, o = self.st.facts, self.o
-        ref = self.ev.ref
+        t_start = time.monotonic()
+        self.deadline = t_start + o.eval_timeout_s
         try:
             self.w.proc.send_line(job)
             self.st.enter("start", time.monotonic())
@@ -282,6 +288,7 @@ class CandidateRun:
                 if c.k == self.n_verify:
                     f.benchmarked = True
                     self.st.enter("benchmark", time.monotonic())
+                self._within_limit(t_start)
                 self._call(c)
                 if f.trial_results and not f.trial_results[-1][1].get("passed") or f.handoff_failure:
                     break
@@ -299,21 +306,57 @@ class CandidateRun:
         t0 = time.monotonic()
         for c in self.plan:
             if c.keep and c.k in self.slot_of and not f.timeout_phase and not f.error:
-                r = ref.call({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
-                              "seed": c.seed, "dist": c.dist, "vary": c.k != 0},
-                             timeout=o.run_timeout_s * 4)
+                self._within_limit(t_start)
+                r = self._ref({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
+                               "seed": c.seed, "dist": c.dist, "vary": c.k != 0})
                 f.timed_results.append((c.k, r))
         self.st.seconds["verify"] = self.st.seconds.get("verify", 0.0) + time.monotonic() - t0
         return f
 
+    def _ref(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One request to the reference worker, its time counted as checking's."""
+        t0 = time.monotonic()
+        try:
+            r = self.ev.ref.call(req, timeout=self.o.run_timeout_s * 4)
+        finally:
+            self.ref_s += time.monotonic() - t0
+        if r.get("reference") == "host64":
+            self.host_reference = True
+        return r
+
+    def _within_limit(self, t_start: float) -> None:
+        """Past the evaluation's limit (``eval_timeout_s``), end it: ``timeout`` where the
+        candidate's calls took most of the time; InfrastructureError where checking them
+        did, which is no fault of the candidate's (found on the H100: KernelBench L1 25's
+        float64 references, 38 GB beside the candidate's buffers, went to host memory and
+        held one evaluation, and the bench it was part of, past 15 minutes)."""
+        now = time.monotonic()
+        if now < self.deadline:
+            return
+        spent = now - t_start
+        if self.ref_s * 2 < spent:
+            self.st.facts.timeout_phase = "evaluation"
+            raise _Stop
+        self.slot_of.clear()
+        try:
+            self.ev.ref.call({"op": "release"}, timeout=120)  # the kept copies
+        except Exception:  # noqa: BLE001 - the failure below is reported either way
+            pass
+        raise InfrastructureError(
+            f"checking this candidate's outputs took {self.ref_s:.0f} s of the "
+            f"{self.o.eval_timeout_s:.0f} s an evaluation may take (--eval-timeout)"
+            + ("; the float64 references were computed in host memory, the GPU having no "
+               "room for them beside the candidate's buffers: a GPU with more memory checks "
+               "this task faster" if self.host_reference else "")
+            + "; the candidate was not judged")
+
     def _call(self, c: Call) -> None:
         f, o = self.st.facts, self.o
-        ref = self.ev.ref
         t_prep = time.monotonic()
         vary = c.k != 0 and c.role != "ghost"  # the first call (and its ghost) see the task's
         # own scalar values
-        prep = ref.call({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist,
-                         "vary": vary}, timeout=o.run_timeout_s * 4)
+        prep = self._ref({"op": "prepare", "shape": c.shape, "seed": c.seed, "dist": c.dist,
+                          "vary": vary})
         self.st.seconds["inputs"] = self.st.seconds.get("inputs", 0.0) + time.monotonic() - t_prep
         if prep.get("ok") is False:  # no room to draw the inputs (``oom``): the call is not made
             if c.compare_now and c.role != "ghost":
@@ -351,8 +394,8 @@ class CandidateRun:
         else:
             mode, slot = "discard", None
         t_cmp = time.monotonic()
-        r = ref.call({"op": "take", "shape": c.shape, "outputs": msg.get("outputs"),
-                      "mode": mode, "slot": slot}, timeout=o.run_timeout_s * 4)
+        r = self._ref({"op": "take", "shape": c.shape, "outputs": msg.get("outputs"),
+                       "mode": mode, "slot": slot})
         self.st.seconds["verify"] = self.st.seconds.get("verify", 0.0) + time.monotonic() - t_cmp
         if c.role == "ghost":
             f.ghost_result = r

@@ -137,7 +137,9 @@ def _process_faults(f: RunFacts) -> Decision | None:
             return Decision(Stage.COMPILE, Verdict.COMPILE_TIMEOUT, "cute.compile did not finish "
                             "within the compile timeout")
         where = {"import": "while importing the candidate", "init": "while constructing ModelNew",
-                 "handoff": "while handing outputs back"}.get(
+                 "handoff": "while handing outputs back",
+                 "evaluation": "past the limit of one evaluation (--eval-timeout), most of the "
+                               "time in the candidate's own calls"}.get(
                      f.timeout_phase, f"in phase '{f.timeout_phase}' (a call of forward)")
         stage = Stage.BENCHMARK if f.benchmarked else Stage.VERIFY
         return Decision(stage, Verdict.TIMEOUT, f"timed out {where}")

@@ -44,10 +44,13 @@ def task_options(f: Any) -> Any:
               help="Seconds allowed for one cute.compile.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds allowed for every other phase (import, one call, the benchmark).")
+@click.option("--eval-timeout", type=click.FloatRange(1, None), default=600.0,
+              show_default=True,
+              help="Seconds the calls and output checks may take together.")
 def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
              problem: int | None, as_json: bool, compile_only: bool, arch: str, runs: int,
              no_baselines: bool, gpu: int | None, run_dir: str, compile_timeout: float,
-             timeout: float) -> None:
+             timeout: float, eval_timeout: float) -> None:
     """Evaluate one CANDIDATE file against TASK and print the verdict.
 
     TASK is a task file, a bundled task name (see `cutegen tasks`), or omitted with
@@ -83,7 +86,7 @@ def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
         require_gpu("verifying and timing a candidate")
     opts = EvalOptions(compile_only=compile_only, arch=arch, bench_runs=runs,
                        baselines=not no_baselines, gpu=gpu, compile_timeout_s=compile_timeout,
-                       run_timeout_s=timeout)
+                       run_timeout_s=timeout, eval_timeout_s=eval_timeout)
     click.echo(f"evaluating {Path(candidate).name} ({cand.short}) on {t.name}"
                f"{' (compile only, ' + arch + ')' if compile_only else ''} ...", err=True)
     ev = local_evaluator(t, opts, Path(run_dir))

@@ -78,6 +78,17 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
                   max_usd=max_dollars)
 
 
+def _eval_options(compile_only: bool, arch: str, gpu: int | None, timeout: float | None,
+                  eval_timeout: float | None) -> EvalOptions:
+    """The run's evaluation settings: the limits given, the defaults for the others."""
+    opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
+    if timeout is not None:
+        opts = dataclasses.replace(opts, run_timeout_s=timeout)
+    if eval_timeout is not None:
+        opts = dataclasses.replace(opts, eval_timeout_s=eval_timeout)
+    return opts
+
+
 @click.command("search")
 @click.argument("task", required=False)
 @click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
@@ -103,6 +114,11 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
               help="Seconds one candidate may take in any phase but compiling (import, "
                    "one call, the benchmark) before it is killed and recorded as a "
                    "timeout.  [default: 120]")
+@click.option("--eval-timeout", type=click.FloatRange(1, None), default=None,
+              help="Seconds one evaluation's calls and output checks may take together; "
+                   "past it the candidate is a timeout where its own calls took most of "
+                   "them, else the evaluation fails as the machine's and the run pauses.  "
+                   "[default: 600]")
 @device_options
 @profiling_options
 @llm_options(own_max_dollars=False)
@@ -111,7 +127,8 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
                seed_files: tuple[str, ...], compile_only: bool, arch: str,
-               gpu: int | None, timeout: float | None, gpus: str | None, backend: str | None,
+               gpu: int | None, timeout: float | None, eval_timeout: float | None,
+               gpus: str | None, backend: str | None,
                ray_address: str | None, compile_ahead: int | None, profiling: str,
                profile_depth: int, profile_timeout: float, profilers: str | None,
                disable_profilers: str, llm_config: Any) -> None:
@@ -148,8 +165,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
     settings = RunSettings(
         seed=seed, rewriter=rewriter,  # type: ignore[arg-type]  # click.Choice checked it
         budget=budget_from_options(max_evals, max_minutes, max_gpu_minutes, max_dollars),
-        eval=EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu,
-                         **({} if timeout is None else {"run_timeout_s": timeout})),  # type: ignore[arg-type]
+        eval=_eval_options(compile_only, arch, gpu, timeout, eval_timeout),
         profiling=ProfilingSettings(mode=profiling, depth=profile_depth,  # type: ignore[arg-type]
                                     timeout_s=profile_timeout, only=profilers,
                                     disabled=disable_profilers),
