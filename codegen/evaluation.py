@@ -18,7 +18,7 @@ from typing import Any
 
 #: Bumped whenever a change to verification or timing could change a verdict or a number.
 #: Stored with every evaluation; older "correct" verdicts are stale under a newer harness.
-HARNESS_VERSION = 4  # 4: timed on spiky inputs, bool masks drawn into their buffers (2026-12-06)
+HARNESS_VERSION = 5  # 5: C16 on bytes only, FLOPs beyond the roofline to ncu (2026-12-06)
 #: (3: spiky inputs, uninformative distributions left out, 2026-12-06)
 
 #: Terminal escape sequences (colours, cursor moves) and the other control characters that

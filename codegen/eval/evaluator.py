@@ -470,6 +470,10 @@ class LocalEvaluator:
             busy = statistics.median(d.busy) if d.busy else timing.median_us
             verdict, message, more = self._above_roofline(cand, timing, busy, rl, message)
             details += more
+            if rl.flops / (self.ceilings.peak_tflops * 1e12) * 1e6 > timing.median_us:
+                details.append(f"the roofline's {rl.flops / 1e9:.3g} GFLOP are the reference's "
+                               "own operations: a kernel doing less arithmetic than they do "
+                               "(a diagonal matrix product as a row scaling) is beyond it")
             flags.append("review:above_roofline")
         if timing and sharers:
             flags.append("review:gpu_shared")
@@ -647,8 +651,7 @@ class LocalEvaluator:
         rl = roofline(bytes_moved=int(info["input_bytes"]) + int(info["output_bytes"]),
                       flops=int(info["flops"]), ceilings=self.ceilings)
         sol = speed_of_light_us(input_bytes=int(info["input_bytes"]),
-                                output_bytes=int(info["output_bytes"]), flops=int(info["flops"]),
-                                ceilings=H200_DATASHEET)
+                                output_bytes=int(info["output_bytes"]), ceilings=H200_DATASHEET)
         return rl, sol
 
     def precision_of(self, cand: CandidateSource, texts: Sequence[str], info: Mapping[str, Any]) -> str:

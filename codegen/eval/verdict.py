@@ -8,9 +8,10 @@ status. :func:`decide` turns them into (stage, verdict, message, details, flags)
 failing check decides; ``correct`` needs every check to pass, and every time it reports
 comes from the observer, never from the candidate's process.
 
-Faster than physics: a median below the task's speed of light at *datasheet* peaks is
-``suspicious`` (impossible). A median beyond the *measured* roofline but within the
-datasheet (e.g. a read-mostly kernel above the copy bandwidth) is possible; the evaluator
+Faster than physics: a median below the task's speed of light (its bytes at the *datasheet*
+bandwidth) is ``suspicious`` (impossible). A median beyond the *measured* roofline but within
+the datasheet (e.g. a read-mostly kernel above the copy bandwidth, or one doing less
+arithmetic than the reference's operations count) is possible; the evaluator
 then has it re-timed by an external profiler (ncu) and keeps it ``correct`` only if that
 agrees, else ``suspicious`` (see ``LocalEvaluator``).
 """
@@ -287,7 +288,8 @@ def _benchmark(f: RunFacts) -> Decision:
     if f.sol_us is not None and med < f.sol_us:
         return Decision(Stage.BENCHMARK, Verdict.SUSPICIOUS,
                         f"{med:.2f} us is faster than the speed of light of this task "
-                        f"({f.sol_us:.2f} us at datasheet peaks): timing or verification was fooled",
+                        f"({f.sol_us:.2f} us: its bytes at the datasheet bandwidth): timing or "
+                        "verification was fooled",
                         tuple(details), samples=tuple(samples))
     flags: list[str] = []
     if not a.identity.verified:

@@ -475,9 +475,24 @@ def test_roofline_and_speed_of_light():
     g = roofline(bytes_moved=3 * 8192 * 8192 * 2, flops=2 * 8192**3)
     assert g.kind == "compute"
     # outputs that fit in the L2 do not count against the cold-cache bound
-    assert speed_of_light_us(input_bytes=0, output_bytes=2**20, flops=0) == 0.0
-    assert speed_of_light_us(input_bytes=int(4.8e9), output_bytes=0, flops=0,
+    assert speed_of_light_us(input_bytes=0, output_bytes=2**20) == 0.0
+    assert speed_of_light_us(input_bytes=int(4.8e9), output_bytes=0,
                              ceilings=H200_DATASHEET) == pytest.approx(1000.0)
+
+
+def test_less_arithmetic_than_the_reference_is_not_faster_than_light():
+    """KernelBench L1 12, ``torch.diag(A) @ B`` at N = M = 4096: the reference's FLOPs are a
+    4096³ product (139 µs at the H200's datasheet peak), but a correct kernel scales B's rows
+    (46.7 µs on an H100, read and write of 64 MiB each): not ``suspicious`` by C16. Its time
+    is beyond the measured roofline (FLOPs at the measured GEMM rate), which an external
+    profiler must confirm."""
+    n = 4096
+    in_b, out_b, flops = 4 * n + 4 * n * n, 4 * n * n, 2 * n**3
+    sol = speed_of_light_us(input_bytes=in_b, output_bytes=out_b)
+    assert sol < 46.7 < flops / (H200_DATASHEET.peak_tflops * 1e12) * 1e6
+    d = decide(_facts(cute_us=46.7, sol_us=sol))
+    assert d.verdict == Verdict.CORRECT
+    assert roofline(bytes_moved=in_b + out_b, flops=flops).fraction(46.7) > 1.0  # to ncu
 
 
 # -- static filters ------------------------------------------------------------------------
