@@ -92,6 +92,8 @@ _clock = time.monotonic
 #: A task is not started with less than this much of --max-minutes left.
 _MIN_TASK_S = 30.0
 NOT_RUN = "not run: the bench's --max-minutes ran out (run it with --resume)"
+#: A task the table written so far (after each task) has not reached.
+NOT_YET = "not run yet: the bench was still running when this table was written"
 
 
 def _past_wall_s(db: str, name: str, budget: int) -> float | None:
@@ -170,8 +172,10 @@ def _job_gpus(jobs: int, gpus: str | None, gpu: int | None) -> list[int | None]:
 def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: int,
                       gpus: str | None, gpu: int | None, kwargs_for: Any, time_left: Any,
                       results: dict[int, Any], n: int, db: str, ceil: Any, out: str | None,
-                      reports: bool, taken: list[str], compile_only: bool) -> None:
-    """--jobs N: the tasks' searches in child processes, N at a time, one GPU each."""
+                      reports: bool, taken: list[str], compile_only: bool,
+                      on_result: Any = None) -> None:
+    """--jobs N: the tasks' searches in child processes, N at a time, one GPU each;
+    ``on_result()`` after each task's result is in ``results``."""
     import tempfile
 
     from cutegen.cli.bench_jobs import Job, run_jobs
@@ -198,6 +202,8 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
         if job.error and not _has_run(db, name):
             click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
             results[job.index] = error_result(entry, job.error)
+            if on_result:
+                on_result()
             return
         if job.error:  # it stopped early but stored what it did: the table shows that
             click.echo(f"[{job.index}/{n}] {job.label}: {job.error}", err=True)
@@ -207,12 +213,16 @@ def _run_concurrently(todo: list[tuple[int, Any, str, float | None]], *, jobs: i
                 f"{r.best_us:,.1f} us, no eager baseline" if r.correct else r.status)
         click.echo(f"[{job.index}/{n}] {job.label}: done ({status}; best {best}; "
                    f"{r.evaluations} evaluations)", err=True)
+        if on_result:
+            on_result()
 
     def on_skip(job: Job) -> None:
         entry, name = by_index[job.index]
         click.echo(f"[{job.index}/{n}] {job.label}: not run (--max-minutes)", err=True)
         results[job.index] = _stored_or_error(db, name, entry, ceil,
                                               out if reports else None, NOT_RUN)
+        if on_result:
+            on_result()
 
     try:
         run_jobs(job_list, gpus=slots, workdir=logs, time_left=time_left,
@@ -377,6 +387,27 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
 
     results: dict[int, Any] = {}
     todo: list[tuple[int, Any, str, float | None]] = []
+
+    def report_of(missing: str) -> BenchReport:
+        ordered = [results.get(i) or error_result(entry, missing)
+                   for i, entry in enumerate(s.tasks, start=1)]
+        return BenchReport(
+            suite=s.name, description=s.description, date=time.strftime("%Y-%m-%d %H:%M %Z"),
+            command=_command_line(ctx), versions=toolchain.versions(), ceilings=measured,
+            ceilings_note=note, max_evals=budget, compile_only=compile_only,
+            tasks=tuple(ordered),
+            settings={"rewriter": rewriter, "seed": seed, "max_gpu_minutes": max_gpu_minutes,
+                      "model": llm.get("model"), "db": db, "run_prefix": prefix})
+
+    def checkpoint() -> None:
+        """The table so far, written after every task: a bench stopped from outside (a
+        killed job, a machine taken back) leaves what it finished in --out."""
+        if out:
+            try:
+                write_outputs(report_of(NOT_YET), Path(out))
+            except OSError as e:
+                click.echo(f"could not write the table so far into {out}: {e}", err=True)
+
     for i, (entry, name) in enumerate(zip(s.tasks, names, strict=True), start=1):
         past_s = _past_wall_s(db, name, budget) if name in taken else None
         if past_s is not None and past_s < 0:  # finished earlier: read it, search nothing
@@ -389,7 +420,8 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     if jobs > 1 and len(todo) > 1:
         _run_concurrently(todo, jobs=jobs, gpus=gpus, gpu=gpu, kwargs_for=kwargs_for,
                           time_left=time_left, results=results, n=n, db=db, ceil=ceil,
-                          out=out, reports=reports, taken=taken, compile_only=compile_only)
+                          out=out, reports=reports, taken=taken, compile_only=compile_only,
+                          on_result=checkpoint)
     else:  # one job (or one task left): in this process, on the first job's GPU
         if jobs > 1 and not compile_only:
             gpu = _job_gpus(jobs, gpus, gpu)[0]
@@ -399,6 +431,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                 click.echo(f"[{i}/{n}] {entry.label}: not run (--max-minutes)", err=True)
                 results[i] = _stored_or_error(db, name, entry, ceil,
                                               out if reports else None, NOT_RUN)
+                checkpoint()
                 continue
             click.echo(f"[{i}/{n}] {entry.label}: run {name}"
                        + (" (resumed)" if past_s is not None else ""), err=True)
@@ -418,19 +451,14 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                 # the store) still shows what the run evaluated before, flagged
                 results[i] = _stored_or_error(db, name, entry, ceil,
                                               out if reports else None, str(e))
+                checkpoint()
                 continue
             results[i], status = _collect(db, name, entry, ceil, out if reports else None)
+            checkpoint()
             if status == "stopped":
                 click.echo("interrupted: the remaining tasks were not run", err=True)
                 break
-    ordered = [results.get(i) or error_result(entry, "not run: the bench was interrupted")
-               for i, entry in enumerate(s.tasks, start=1)]
-    report = BenchReport(
-        suite=s.name, description=s.description, date=time.strftime("%Y-%m-%d %H:%M %Z"),
-        command=_command_line(ctx), versions=toolchain.versions(), ceilings=measured,
-        ceilings_note=note, max_evals=budget, compile_only=compile_only, tasks=tuple(ordered),
-        settings={"rewriter": rewriter, "seed": seed, "max_gpu_minutes": max_gpu_minutes,
-                  "model": llm.get("model"), "db": db, "run_prefix": prefix})
+    report = report_of("not run: the bench was interrupted")
     _print(report, task_table)
     if out:
         for p in write_outputs(report, Path(out)):

@@ -353,6 +353,39 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     assert "choose another --run-prefix" in str(again.exception)
 
 
+def test_a_bench_stopped_from_outside_leaves_the_table_so_far(tiny_suite, tmp_path,
+                                                              monkeypatch):
+    """The table is written after every task: a bench killed during a task (a job's time
+    limit, the GPU machine taken back) left nothing in --out before, only the store (found
+    on the H100: three calls of a KernelBench sweep, the last two with no table)."""
+
+    class Killed(BaseException):
+        pass
+
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
+    collect, seen = cli_bench._collect, []
+
+    def killed_in_the_second(*a, **kw):
+        seen.append(a[1])
+        if len(seen) == 2:
+            raise Killed
+        return collect(*a, **kw)
+
+    monkeypatch.setattr(cli_bench, "_collect", killed_in_the_second)
+    out = tmp_path / "out"
+    with pytest.raises(Killed):
+        CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(tmp_path / "b.db"),
+                                    "--out", str(out), "--no-ceilings", "--run-prefix", "k1",
+                                    "--no-reports"])
+    js = json.loads((out / "bench.json").read_text())
+    status = [(t["task"], t["status"], t.get("error", "")) for t in js["tasks"]]
+    assert status[0][:2] == ("toy_bf16", "ok")
+    assert all(st == "error" and "not run yet" in err for _, st, err in status[1:])
+    assert "toy_bf16" in (out / "BENCHMARKS.md").read_text()
+
+
 def test_a_task_without_a_correct_kernel_says_why(tiny_suite, tmp_path, monkeypatch):
     """Before: the table said "no correct kernel" with verdict counts only, and a bench run on
     a machine that is gone (KernelBench level 1 on the H100) left no way to read why."""
