@@ -44,7 +44,7 @@ def task_options(f: Any) -> Any:
               help="Seconds allowed for one cute.compile.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds allowed for every other phase (import, one call, the benchmark).")
-@click.option("--eval-timeout", type=click.FloatRange(1, None), default=600.0,
+@click.option("--eval-timeout", type=click.FloatRange(1, None), default=900.0,
               show_default=True,
               help="Seconds the calls and output checks may take together.")
 def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,

@@ -118,7 +118,7 @@ def _eval_options(compile_only: bool, arch: str, gpu: int | None, timeout: float
               help="Seconds one evaluation's calls and output checks may take together; "
                    "past it the candidate is a timeout where its own calls took most of "
                    "them, else the evaluation fails as the machine's and the run pauses.  "
-                   "[default: 600]")
+                   "[default: 900]")
 @device_options
 @profiling_options
 @llm_options(own_max_dollars=False)

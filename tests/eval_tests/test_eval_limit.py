@@ -105,6 +105,6 @@ def test_the_search_commands_limits_reach_the_runs_settings():
     from cutegen.cli.search import _eval_options
 
     default = _eval_options(False, "sm_90a", None, None, None)
-    assert (default.run_timeout_s, default.eval_timeout_s) == (120.0, 600.0)
+    assert (default.run_timeout_s, default.eval_timeout_s) == (120.0, 900.0)
     given = _eval_options(False, "sm_90a", 1, 30.0, 1200.0)
     assert (given.run_timeout_s, given.eval_timeout_s, given.gpu) == (30.0, 1200.0, 1)
