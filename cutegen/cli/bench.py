@@ -20,8 +20,8 @@ import click
 
 from cutegen import api
 from cutegen.cli.bench_jobs import open_job_run
-from cutegen.cli.options import db_option
-from cutegen.codegen.backend import EvalOptions, require_gpu
+from cutegen.cli.options import db_option, eval_options
+from cutegen.codegen.backend import require_gpu
 from cutegen.errors import ConfigError, CuteGenError, DuplicatedRunError, GPURequiredError
 from cutegen.search import Budget
 from cutegen.settings import LLMSettings, RunSettings
@@ -260,6 +260,9 @@ def _stdout_to_stderr() -> Any:
               help="Only compile candidates (no GPU; for CI): nothing is verified or timed.")
 @click.option("--arch", default="sm_90a", show_default=True, help="Target for --compile-only.")
 @click.option("--gpu", type=int, default=None, help="GPU index for the workers.")
+@click.option("--eval-timeout", type=click.FloatRange(1, None), default=None,
+              help="Seconds one evaluation's calls and output checks may take together "
+                   "(as `cutegen search --eval-timeout`).  [default: 900]")
 @click.option("--jobs", type=click.IntRange(1, None), default=None,
               help="Search this many tasks at once, each in a process of its own on a GPU of "
                    "its own (job k on GPU k, or on the k-th of --gpus); logs go to OUT/logs/. "
@@ -287,7 +290,8 @@ def _stdout_to_stderr() -> Any:
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
               problems: str | None, db: str, max_evals: int | None,
               max_gpu_minutes: float | None, out: str | None, reports: bool,
-              compile_only: bool, arch: str, gpu: int | None, jobs: int | None,
+              compile_only: bool, arch: str, gpu: int | None, eval_timeout: float | None,
+              jobs: int | None,
               gpus: str | None,
               no_ceilings: bool, seed: int,
               run_prefix: str | None, rewriter: str, max_minutes: float | None, resume: bool,
@@ -369,7 +373,7 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
                                 budget=Budget(max_evals=budget, max_gpu_s=None if max_gpu_minutes is None
                                      else max_gpu_minutes * 60,
                                      max_usd=llm.get("max_dollars")),
-                       eval=EvalOptions(compile_only=compile_only, arch=arch),
+                       eval=eval_options(compile_only, arch, None, None, eval_timeout),
                        llm=LLMSettings.from_config(llm_config))
 
     def kwargs_for(entry: Any, name: str, past_s: float | None) -> tuple[str, dict[str, Any]]:

@@ -19,8 +19,7 @@ import click
 from cutegen import api
 from cutegen.cli.devices import device_options
 from cutegen.cli.llm import llm_options
-from cutegen.cli.options import DEFAULT_DB, db_option
-from cutegen.codegen.backend import EvalOptions
+from cutegen.cli.options import DEFAULT_DB, db_option, eval_options
 from cutegen.errors import (
     DuplicatedRunError,
     GPURequiredError,
@@ -76,17 +75,6 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
                   max_wall_s=None if max_minutes is None else max_minutes * 60,
                   max_gpu_s=None if max_gpu_minutes is None else max_gpu_minutes * 60,
                   max_usd=max_dollars)
-
-
-def _eval_options(compile_only: bool, arch: str, gpu: int | None, timeout: float | None,
-                  eval_timeout: float | None) -> EvalOptions:
-    """The run's evaluation settings: the limits given, the defaults for the others."""
-    opts = EvalOptions(compile_only=compile_only, arch=arch, gpu=gpu)
-    if timeout is not None:
-        opts = dataclasses.replace(opts, run_timeout_s=timeout)
-    if eval_timeout is not None:
-        opts = dataclasses.replace(opts, eval_timeout_s=eval_timeout)
-    return opts
 
 
 @click.command("search")
@@ -165,7 +153,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
     settings = RunSettings(
         seed=seed, rewriter=rewriter,  # type: ignore[arg-type]  # click.Choice checked it
         budget=budget_from_options(max_evals, max_minutes, max_gpu_minutes, max_dollars),
-        eval=_eval_options(compile_only, arch, gpu, timeout, eval_timeout),
+        eval=eval_options(compile_only, arch, gpu, timeout, eval_timeout),
         profiling=ProfilingSettings(mode=profiling, depth=profile_depth,  # type: ignore[arg-type]
                                     timeout_s=profile_timeout, only=profilers,
                                     disabled=disable_profilers),

@@ -102,9 +102,9 @@ def test_within_the_limit_every_call_is_made_and_compared(monkeypatch):
 
 
 def test_the_search_commands_limits_reach_the_runs_settings():
-    from cutegen.cli.search import _eval_options
+    from cutegen.cli.options import eval_options
 
-    default = _eval_options(False, "sm_90a", None, None, None)
+    default = eval_options(False, "sm_90a", None, None, None)
     assert (default.run_timeout_s, default.eval_timeout_s) == (120.0, 900.0)
-    given = _eval_options(False, "sm_90a", 1, 30.0, 1200.0)
+    given = eval_options(False, "sm_90a", 1, 30.0, 1200.0)
     assert (given.run_timeout_s, given.eval_timeout_s, given.gpu) == (30.0, 1200.0, 1)

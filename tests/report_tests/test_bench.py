@@ -327,7 +327,8 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     db, out = tmp_path / "b.db", tmp_path / "out"
     r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db), "--out",
                                     str(out), "--no-ceilings", "--run-prefix", "b1",
-                                    "--gpu", "0"], catch_exceptions=False)
+                                    "--gpu", "0", "--eval-timeout", "1234"],
+                           catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "| toy_bf16 | bf16 |" in r.stdout and "failures as 1.0×" in r.stdout
     assert "run b1-toy_bf16" in r.stderr
@@ -346,6 +347,7 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     assert "--gpu 0" in md  # a GPU index of 0 is an option given, not a default
     s = SqliteStorage(db)
     assert {x.name for x in s.list_runs()} == {"b1-toy_bf16", "b1-toy_fp32"}
+    assert {x.config.settings["eval_options"]["eval_timeout_s"] for x in s.list_runs()} == {1234.0}
     assert "b1-toy_fp32-2" not in md  # the task without a seed never made a run
     s.close()
     again = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db),
