@@ -168,6 +168,11 @@ def test_sanity_flags():
                  "timing_disagreement", "2 candidate(s) judged suspicious"):
         assert text in flags
     assert sanity_flags(ok("fine", 3.0, 1.5, frac=0.9)) == ()
+    # beyond a compute bound: the FLOPs are the reference's own (KernelBench L1 12's
+    # torch.diag(A) @ B, a row scaling: 373 % of its 4096^3 product's bound)
+    diag = TaskResult("t", "fp32", "A", "ok", bound_kind="compute", frac_kernel=3.73)
+    (flag,) = sanity_flags(diag)
+    assert "373% of the bound" in flag and "fewer FLOPs than the reference" in flag
 
 
 def test_a_host_bound_best_is_named():
