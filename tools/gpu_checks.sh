@@ -35,6 +35,8 @@
 #                  folded and not (carry .kb)                                          ~10
 #   mem-gpu        the reference worker's memory changes: their GPU cases, then L1 45 and 34
 #                  through the CLI (carry .kb)                                          ~9
+#   host-compare   host float64 references compared on the GPU, the evaluation limit, C16 on
+#                  bytes: their GPU test, KernelBench L1 25 and 12 through the CLI (carry .kb) ~10
 #   spiky-timed    bool masks in their shared buffers, timed calls on spiky inputs: the
 #                  reference and mask GPU cases, KernelBench L1 93 / 94 / 98 through the
 #                  CLI (carry .kb); spiky-attacks the attack suite on them             ~10, ~3
@@ -355,6 +357,14 @@ for s in "$@"; do
       if [ -d .kb/level1 ]; then
         kb_once kb_spiky 200 1 93,94,98 3
       fi ;;
+    host-compare)  # the thirty-fourth session (2026-12-06): a float64 reference in host memory
+      # compared on the GPU a chunk at a time, the evaluation limit, C16 on bytes only: the
+      # streamed comparison's GPU test, then KernelBench L1 25 (Swish: host references on an
+      # 80 GB GPU; one evaluation ran past 15 minutes before) and L1 12 (diag(A) @ B: a row
+      # scaling beyond its FLOP roofline, to ncu; suspicious before) through the CLI (carry .kb)
+      step host_compare 120 $py -m pytest -m gpu tests/codegen_tests/test_verdicts.py -q \
+        -p no:cacheprovider -k "chunk or faster_than_light"
+      kb_once kb_fixes34 480 1 25,12 7 ;;
     spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
       step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
         -n 3 -p no:cacheprovider ;;
