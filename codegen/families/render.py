@@ -79,19 +79,23 @@ def knobs(plan: Plan, *, fused: bool = True) -> tuple[dict, dict]:
     if plan.family == "row" and not _has_late_operands(plan):
         del values["preload"], choices["preload"]  # nothing to load early or late
     if plan.family == "row" and long_row(plan):
+        # GroupNorm's long groups (KernelBench L1 35: 8 MiB each, 66 % of the copy bandwidth
+        # read twice on the H200) get the long rows' knobs as moves only: its defaults stay
+        # as they were until a GPU has timed them
+        moves_only = plan.op == "group_norm"
         if smem_row_fits(plan):  # else the kernel would drop it: no knob, no move
             # on by default: a row walked in chunks is read once, not twice (the kernel drops
             # it where a CTA holds its slice in registers: one chunk); softmax_393k_fp32 on
             # the H200 (2026-12-05): 4,297 us with two reads, 3,877 staged, 3,478 staged
             # with cp.async (async_stage)
-            values["smem_row"], choices["smem_row"] = True, [True, False]
+            values["smem_row"], choices["smem_row"] = not moves_only, [True, False]
         choices["strategy"] = [*choices["strategy"], "split", "resident"]
         # l2_hints off (that softmax 4,297 -> 3,949 us read twice, 3,877 -> 3,936 staged;
         # layernorm_4m_fp32 split 241 -> 251 us); async_stage on where a slice is staged
         # (resident with hints: 377 -> 405 us, a move turns it off)
         values["l2_hints"], choices["l2_hints"] = False, [False, True]
         values["async_stage"], choices["async_stage"] = True, [True, False]
-        if few_unheld_rows(plan):
+        if few_unheld_rows(plan) and not moves_only:
             values["strategy"] = "split"
             # the split's two launches a few rows (32 MiB) at a time, so that the output
             # launch re-reads x from L2 (row template ``_l2_batch_rows``); off until measured
@@ -111,10 +115,15 @@ LONG_ROW_COLS = 65536
 
 def row_cols(plan: Plan) -> int | None:
     """The row length of a row plan's (rows, N) view on the task's main inputs (None when
-    its shape is unknown, or for GroupNorm, whose rows are (sample, group))."""
+    its shape is unknown); GroupNorm's rows are (sample, group): C / groups * spatial."""
     shape = plan.leaf(plan.main).shape
     k = int(plan.param("k", 1))
-    if plan.family != "row" or plan.op == "group_norm" or not shape or k > len(shape):
+    if plan.family == "row" and plan.op == "group_norm":
+        groups = int(plan.param("groups") or 0)
+        if not shape or len(shape) < 2 or groups < 1:
+            return None
+        return math.prod(int(d) for d in shape[1:]) // groups
+    if plan.family != "row" or not shape or k > len(shape):
         return None
     n = 1
     for d in shape[len(shape) - k:]:

@@ -116,7 +116,8 @@ BUNDLED_GEMM19 = {
 #: there (the default and the row slice kept in shared memory).
 BUNDLED_LONG = {"softmax_393k_fp32": ("row", "softmax"),
                 "log_softmax_393k_fp32": ("row", "log_softmax"),
-                "layernorm_4m_fp32": ("row", "layer_norm")}
+                "layernorm_4m_fp32": ("row", "layer_norm"),
+                "group_norm_2m_fp32": ("row", "group_norm")}
 #: Bundled tasks the conv family covers (their expected plans: test_conv.py).
 BUNDLED_CONV = tuple(sorted(p.stem for p in BUNDLED.glob("conv*.py")))
 #: Bundled tasks whose forward goes on past what the conv family computes: a chain, the conv

@@ -55,3 +55,22 @@ def test_the_strategy_is_offered_for_long_written_rows_only():
     for name in sorted(fd.BUNDLED_LONG):
         assert "resident" in knobs(fd.plan_of(name))[1]["strategy"], name
     assert "resident" not in knobs(fd.plan_of("softmax_bf16"))[1]["strategy"]
+
+
+def test_group_norms_long_groups_get_the_long_rows_moves_with_their_defaults_kept():
+    """GroupNorm's rows are (sample, group): C / groups * spatial values (8 MiB each in
+    group_norm_2m_fp32, KernelBench L1 35's size). Long ones are offered the long rows'
+    strategies and, where a group fits a cluster's shared memory (group_norm_bf16's 256 KiB
+    groups), smem_row, as moves only: the default candidate is the one it was, until a GPU
+    has timed the others."""
+    from cutegen.codegen.families.render import row_cols
+
+    long_gn = fd.plan_of("group_norm_2m_fp32")
+    assert row_cols(long_gn) == 64 // 8 * 512 * 512
+    values, choices = knobs(long_gn)
+    assert {"split", "resident"} <= set(choices["strategy"]) and values["strategy"] == "auto"
+    staged_gn = fd.plan_of("group_norm_bf16")
+    values, choices = knobs(staged_gn)
+    assert choices["smem_row"] == [True, False] and values["smem_row"] is False
+    assert values["strategy"] == "auto"
+
