@@ -288,7 +288,7 @@ class CandidateRun:
                 if c.k == self.n_verify:
                     f.benchmarked = True
                     self.st.enter("benchmark", time.monotonic())
-                self._within_limit(t_start)
+                self._within_limit(t_start, flush=True)
                 self._call(c)
                 if f.trial_results and not f.trial_results[-1][1].get("passed") or f.handoff_failure:
                     break
@@ -306,7 +306,10 @@ class CandidateRun:
         t0 = time.monotonic()
         for c in self.plan:
             if c.keep and c.k in self.slot_of and not f.timeout_phase and not f.error:
-                self._within_limit(t_start)
+                try:
+                    self._within_limit(t_start, flush=False)
+                except _Stop:
+                    break  # decided (timeout, or what ran): the other copies go unchecked
                 r = self._ref({"op": "compare_kept", "slot": self.slot_of[c.k], "shape": c.shape,
                                "seed": c.seed, "dist": c.dist, "vary": c.k != 0})
                 f.timed_results.append((c.k, r))
@@ -324,12 +327,15 @@ class CandidateRun:
             self.host_reference = True
         return r
 
-    def _within_limit(self, t_start: float) -> None:
+    def _within_limit(self, t_start: float, *, flush: bool) -> None:
         """Past the evaluation's limit (``eval_timeout_s``), end it: ``timeout`` where the
-        candidate's calls took most of the time; InfrastructureError where checking them
-        did, which is no fault of the candidate's (found on the H100: KernelBench L1 25's
-        float64 references, 38 GB beside the candidate's buffers, went to host memory and
-        held one evaluation, and the bench it was part of, past 15 minutes)."""
+        candidate's calls took most of the time; where checking them did, the verdict of
+        what already ran on the GPU if that decides it (work outside the calls, say, which
+        could also have slowed the checks down), else InfrastructureError, no fault of the
+        candidate's (found on the H100: KernelBench L1 25's float64 references, 38 GB beside
+        the candidate's buffers, went to host memory and held one evaluation, and the bench
+        it was part of, past 15 minutes). ``flush``: read the observer first (between calls;
+        after the last one it was read already)."""
         now = time.monotonic()
         if now < self.deadline:
             return
@@ -337,6 +343,11 @@ class CandidateRun:
         if self.ref_s * 2 < spent:
             self.st.facts.timeout_phase = "evaluation"
             raise _Stop
+        if self.w.observer is not None:
+            if flush:
+                self._flush_observer()
+            if self._early_verdict():
+                raise _Stop
         self.slot_of.clear()
         try:
             self.ev.ref.call({"op": "release"}, timeout=120)  # the kept copies

@@ -39,24 +39,26 @@ class _Clock:
 
 
 class _Ref:
-    def __init__(self, clock: _Clock, seconds: float, kind: str = "") -> None:
+    def __init__(self, clock: _Clock, seconds: float, kind: str = "",
+                 kept_s: float | None = None) -> None:
         self.clock, self.seconds, self.kind = clock, seconds, kind
+        self.kept_s = seconds if kept_s is None else kept_s  # a kept copy's comparison
         self.ops: list[str] = []
 
     def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
         self.ops.append(req["op"])
-        self.clock.t += self.seconds
+        self.clock.t += self.kept_s if req["op"] == "compare_kept" else self.seconds
         if req["op"] == "prepare":
             return {"ok": True}
         return {"passed": True, "reference": self.kind}
 
 
 def _run(monkeypatch, *, ref_s: float, call_s: float, kind: str = "",
-         limit: float = 600.0) -> tuple[CandidateRun, _Ref]:
+         limit: float = 600.0, kept_s: float | None = None) -> tuple[CandidateRun, _Ref]:
     clock = _Clock()
     monkeypatch.setattr(candidate_run, "time", types.SimpleNamespace(
         monotonic=clock.monotonic, monotonic_ns=clock.monotonic_ns))
-    ref = _Ref(clock, ref_s, kind)
+    ref = _Ref(clock, ref_s, kind, kept_s)
     ev = types.SimpleNamespace(options=EvalOptions(eval_timeout_s=limit), mode="gpu", ref=ref)
     proc = types.SimpleNamespace(send_line=lambda cmd: None)
     worker = types.SimpleNamespace(proc=proc, observer=None, audit=None)
@@ -83,6 +85,29 @@ def test_checking_past_the_limit_is_the_machines_and_says_why(monkeypatch):
     assert ref.ops.count("prepare") < len(run.plan)  # it stopped early
 
 
+@pytest.mark.parametrize("decided", [True, False])
+def test_what_ran_decides_before_checking_is_blamed(monkeypatch, decided):
+    """Where checking took the time but what already ran on the GPU decides the verdict
+    (work outside the calls, which could also have slowed the checks down), that verdict
+    stands: a candidate cannot turn its verdict into a paused search by slowing the
+    reference worker. Otherwise the evaluation is the machine's fault, as above."""
+    run, ref = _run(monkeypatch, ref_s=30.0, call_s=0.1)
+    run.w.observer = object()  # there is an observer (its reading is faked below)
+    flushed = []
+    run._flush_observer = lambda: flushed.append(1)  # type: ignore[method-assign]
+    # (the verification calls' early look finds nothing; past the limit, ``decided``)
+    run._early_verdict = (  # type: ignore[method-assign]
+        lambda: decided and candidate_run.time.monotonic() >= run.deadline)
+    if decided:
+        facts = run.run({})
+        assert facts.timeout_phase is None and not facts.finished and flushed
+        assert "release" not in ref.ops
+    else:
+        with pytest.raises(InfrastructureError):
+            run.run({})
+        assert flushed and ref.ops[-1] == "release"
+
+
 def test_a_candidate_whose_calls_take_the_time_is_a_timeout(monkeypatch):
     run, ref = _run(monkeypatch, ref_s=0.1, call_s=30.0)
     facts = run.run({})
@@ -90,6 +115,24 @@ def test_a_candidate_whose_calls_take_the_time_is_a_timeout(monkeypatch):
     d = decide(facts)
     assert d.verdict == Verdict.TIMEOUT and "--eval-timeout" in d.message
     assert "release" not in ref.ops and ref.ops.count("prepare") < len(run.plan)
+
+
+def test_the_limit_reached_among_the_kept_copies_ends_the_run_there(monkeypatch):
+    """The kept copies are compared after the last call: the limit reached there is a
+    ``timeout`` where the calls took the time (the run returns its facts; before, the stop
+    escaped the run), and the machine's where the comparisons did."""
+    run, ref = _run(monkeypatch, ref_s=0.0, call_s=1.0, kept_s=100.0)
+    calls = sum(1 for c in run.plan)  # their calls take 550 s of the 600
+    kept = sum(1 for c in run.plan if c.keep)
+    assert kept >= 2
+    run, ref = _run(monkeypatch, ref_s=0.0, call_s=550.0 / calls, kept_s=100.0)
+    facts = run.run({})
+    assert facts.finished and facts.timeout_phase == "evaluation"
+    assert ref.ops.count("compare_kept") == 1
+    run, ref = _run(monkeypatch, ref_s=0.0, call_s=0.1, kept_s=700.0)
+    with pytest.raises(InfrastructureError):
+        run.run({})
+    assert ref.ops.count("compare_kept") == 1 and ref.ops[-1] == "release"
 
 
 def test_within_the_limit_every_call_is_made_and_compared(monkeypatch):
