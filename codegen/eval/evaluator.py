@@ -470,7 +470,7 @@ class LocalEvaluator:
             busy = statistics.median(d.busy) if d.busy else timing.median_us
             verdict, message, more = self._above_roofline(cand, timing, busy, rl, message)
             details += more
-            if rl.flops / (self.ceilings.peak_tflops * 1e12) * 1e6 > timing.median_us:
+            if rl.kind == "compute":  # beyond the FLOPs at the measured rate
                 details.append(f"the roofline's {rl.flops / 1e9:.3g} GFLOP are the reference's "
                                "own operations: a kernel doing less arithmetic than they do "
                                "(a diagonal matrix product as a row scaling) is beyond it")
