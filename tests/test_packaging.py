@@ -259,3 +259,34 @@ def test_kb_compile_resumes_a_sweep_from_its_json(tmp_path, monkeypatch, capsys)
     assert not any(r["errors"] for r in json.loads(out.read_text()))
     with pytest.raises(SystemExit):  # --resume without the file it keeps rows from
         tool.main([str(kb), "--resume"])
+
+
+def test_kb_compile_skips_a_hidden_shape_whose_reference_raises(tmp_path):
+    """A hidden shape at which the task's own forward raises (KernelBench L1 100: targets of
+    the batch's length broadcast along the columns, so only batch == columns runs) is skipped
+    by the evaluator; tools/kb_compile.py compiled the candidate there anyway and reported the
+    candidate's error as a failure. Now the shape is skipped with the reason; a shape where
+    the forward runs is kept, and the main shape is never skipped."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kb_compile", ROOT / "tools" / "kb_compile.py")
+    tool = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(tool)
+    task = tmp_path / "100_Hinge.py"
+    task.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, p, t):\n"
+        "        return torch.mean(torch.clamp(1 - p * t, min=0))\n"
+        "batch_size = 64\n"
+        "cols = 64\n"
+        "def get_inputs():\n"
+        "    return [torch.rand(batch_size, cols), torch.rand(batch_size)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n")
+    got = {label: why for label, _, _, why in tool._shapes(task)}
+    assert got["main"] == ""
+    assert got["batch_size=1"] == ""  # (1, 64) * (1,) broadcasts
+    hidden = [lbl for lbl in got if lbl not in ("main", "batch_size=1")]
+    assert len(hidden) == 1 and got[hidden[0]].startswith("reference raised RuntimeError")

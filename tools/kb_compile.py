@@ -45,8 +45,11 @@ def _number(path: Path) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _shapes(path: Path) -> list[tuple[str, list, list]]:
-    """(label, init values, input specs) for the main and hidden shapes of a task file."""
+def _shapes(path: Path) -> list[tuple[str, list, list, str]]:
+    """(label, init values, input specs, why skipped) for the main and hidden shapes of a task
+    file. A hidden shape whose reference forward raises on the meta device is skipped, as the
+    evaluator skips it (L1 100 at a batch of 127: its targets broadcast along the columns,
+    so only a batch equal to the row length runs); the main shape never is."""
     import importlib.util
 
     import torch
@@ -67,6 +70,13 @@ def _shapes(path: Path) -> list[tuple[str, list, list]]:
             with on_meta(), torch.device("meta"):
                 inputs = mod.get_inputs()
             init = mod.get_init_inputs()
+            why = ""
+            if cfg:
+                try:
+                    with torch.device("meta"), torch.no_grad():
+                        mod.Model(*init)(*inputs)
+                except Exception as e:  # noqa: BLE001 - the task's own forward, any error
+                    why = f"reference raised {type(e).__name__}"
         finally:
             for k, v in saved.items():
                 setattr(mod, k, v)
@@ -77,7 +87,7 @@ def _shapes(path: Path) -> list[tuple[str, list, list]]:
             else:
                 specs.append({"value": x})
         label = ",".join(f"{k}={v}" for k, v in cfg.items()) or "main"
-        out.append((label, list(init), specs))
+        out.append((label, list(init), specs, why))
     return out
 
 
@@ -111,8 +121,11 @@ def one(path: Path, workdir: Path, max_gib: float) -> dict:
     cand = workdir / f"{path.stem}_cand.py"
     cand.write_text(props[0].candidate.code)
     cases = []
-    for label, init, specs in _shapes(path):
+    for label, init, specs, why in _shapes(path):
         row["shapes"] += 1
+        if why:
+            row["skipped"].append(f"{label} ({why}; the evaluator skips it too)")
+            continue
         if _gib(specs) > max_gib:
             row["skipped"].append(f"{label} ({_gib(specs):.1f} GiB of inputs)")
             continue
