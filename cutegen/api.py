@@ -435,7 +435,7 @@ def resume_run(name: str, *, db: str | Path = DEFAULT_DB, storage: BaseStorage |
             if not Path(cfg.task_path).is_file():
                 raise ResumeMismatchError(f"cannot resume run {name!r}: {e}") from e
             t = Task(cfg.task_name, Path(cfg.task_path), "", "file")
-        check_resume(record, t, toolchain.versions())
+        check_resume(record, t, toolchain.versions(), store.get_harness_versions(record.id))
         settings = RunSettings.from_dict(cfg.settings, seed=cfg.seed)
         for s in settings.seed_candidates:
             p = Path(s.path)

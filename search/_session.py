@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
 from cutegen.codegen import toolchain
+from cutegen.codegen.evaluation import HARNESS_VERSION
 from cutegen.codegen.scratch import process_alive
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ResumeMismatchError
@@ -88,8 +89,13 @@ class Heartbeat:
             self._thread.join(timeout=5)
 
 
-def check_resume(run: FrozenRun, task: Task, versions: Mapping[str, str]) -> None:
-    """Refuse to resume a run whose task file or toolchain changed.
+def check_resume(run: FrozenRun, task: Task, versions: Mapping[str, str],
+                 harness: Mapping[int, int] | None = None) -> None:
+    """Refuse to resume a run whose task file or toolchain changed, or whose evaluations
+    another evaluator version judged (``harness``: ``{version: evaluations}``, from
+    :meth:`~cutegen.search.storage.BaseStorage.get_harness_versions`): its verdicts, times
+    and best would otherwise mix two evaluators, which can disagree (a kernel one called
+    suspicious, the other correct).
 
     Raises:
         ResumeMismatchError: listing every difference.
@@ -102,6 +108,11 @@ def check_resume(run: FrozenRun, task: Task, versions: Mapping[str, str]) -> Non
     changes += toolchain.diff(old, dict(versions))
     if old.get("gpu") and versions.get("gpu") and old["gpu"] != versions["gpu"]:
         changes.append(f"gpu: {old['gpu']} -> {versions['gpu']}")
+    other = {v: n for v, n in (harness or {}).items() if v != HARNESS_VERSION}
+    if other:
+        judged = ", ".join(f"{n} by version {v}" for v, n in sorted(other.items()))
+        changes.append(f"evaluator: its evaluations were judged {judged}; this cutegen "
+                       f"judges with version {HARNESS_VERSION}")
     if changes:
         raise ResumeMismatchError(
             f"cannot resume run {run.name!r}: what it was started with changed:\n  - "

@@ -87,6 +87,20 @@ def _has_run(db: str, name: str) -> bool:
         store.close()
 
 
+def _judged_elsewhere(db: str, name: str) -> dict[int, int]:
+    """``{version: evaluations}`` of the run ``name``'s evaluations that another evaluator
+    version than this cutegen's judged (empty when none did)."""
+    from cutegen.codegen.evaluation import HARNESS_VERSION
+    from cutegen.search.storage import SqliteStorage
+
+    store = SqliteStorage(db)
+    try:
+        counts = store.get_harness_versions(store.get_run(name).id)
+    finally:
+        store.close()
+    return {v: n for v, n in counts.items() if v != HARNESS_VERSION}
+
+
 #: The bench's wall clock (a seam for tests).
 _clock = time.monotonic
 #: A task is not started with less than this much of --max-minutes left.
@@ -284,7 +298,8 @@ def _stdout_to_stderr() -> Any:
 @click.option("--resume", is_flag=True,
               help="Continue a bench with the same --run-prefix: finished runs are read from "
                    "the store, interrupted ones resumed, the rest searched; the table covers "
-                   "them all.")
+                   "them all. A run that another evaluator version judged (an older "
+                   "cutegen) is kept and its task searched again as RUN-hVERSION.")
 @_llm_passthrough
 @click.pass_context
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
@@ -352,6 +367,22 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     if taken and not resume:
         raise DuplicatedRunError(f"runs {taken} exist in {db}; choose another --run-prefix "
                                  "(or continue that bench with --resume)")
+    if resume:  # a run another evaluator version judged is not continued or read back
+        # (its verdicts and times would mix two evaluators): the task runs again beside it
+        from cutegen.codegen.evaluation import HARNESS_VERSION
+
+        for k, name in enumerate(names):
+            other = _judged_elsewhere(db, name) if name in taken else {}
+            if other:
+                names[k] = f"{name}-h{HARNESS_VERSION}"
+                again = _has_run(db, names[k])
+                click.echo(f"{name}: its evaluations were judged by evaluator version "
+                           f"{', '.join(map(str, sorted(other)))}, this cutegen's is "
+                           f"{HARNESS_VERSION}: the task "
+                           + (f"is in {names[k]}" if again else f"runs again as {names[k]}")
+                           + " (the old run stays in the store)", err=True)
+                if again:
+                    taken.append(names[k])
     measured, note, ceil = None, "", H200_MEASURED
     if compile_only:
         note = "--compile-only: nothing is timed"

@@ -247,6 +247,19 @@ class BaseStorage(abc.ABC):
     def get_results(self, run_id: int) -> list[StoredResult]:
         """The indexed columns of every evaluation of a run, in commit order."""
 
+    def get_harness_versions(self, run_id: int) -> dict[int, int]:
+        """How many of the run's evaluations each evaluator version judged
+        (:data:`~cutegen.codegen.evaluation.HARNESS_VERSION` when each was computed):
+        ``{version: count}``, empty for a run with no evaluation. A run judged by another
+        version than this cutegen's is not continued (its verdicts and times would mix
+        two evaluators)."""
+        counts: dict[int, int] = {}
+        for r in self.get_results(run_id):
+            ev = self.get_evaluation(r.node_id)
+            if ev is not None:
+                counts[ev.harness_version] = counts.get(ev.harness_version, 0) + 1
+        return counts
+
     # -- append-only side facts -----------------------------------------------------
     @abc.abstractmethod
     def record_profile(self, record: ProfileRecord) -> None:

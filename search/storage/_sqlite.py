@@ -467,6 +467,13 @@ class SqliteStorage(SqliteRecordsMixin, BaseStorage):
                     "speedup_compile, gpu_seconds, created_at FROM evaluations "
                     "WHERE run_id = ? ORDER BY id", (run_id,))]
 
+    @guard
+    def get_harness_versions(self, run_id: int) -> dict[int, int]:
+        return {int(r["v"]): int(r["n"]) for r in self._rows(
+            # an evaluation stored before the field existed counts as version 0 (older)
+            "SELECT COALESCE(json_extract(evaluation_json, '$.harness_version'), 0) AS v, "
+            "COUNT(*) AS n FROM evaluations WHERE run_id = ? GROUP BY v", (run_id,))}
+
     def integrity_check(self) -> str:
         """``PRAGMA integrity_check``: "ok" for a sound file."""
         with self._lock:

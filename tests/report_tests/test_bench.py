@@ -473,6 +473,53 @@ def test_bench_stops_at_its_time_limit_and_resumes(tiny_suite, tmp_path, monkeyp
     resume(4, "b2-toy_bf16 (resumed)")
 
 
+def test_a_resumed_bench_runs_again_a_task_an_older_evaluator_judged(tiny_suite, tmp_path,
+                                                                    monkeypatch):
+    """A resumed bench read a finished run back whatever evaluator had judged it: the
+    thirty-fifth session's KernelBench table showed L1 12 ``suspicious`` from the previous
+    session's evaluator (version 4) beside tasks judged by version 5, which no longer calls
+    it so. Now such a run stays in the store and its task runs again as RUN-hVERSION; a
+    later --resume reads that run; ``cutegen resume`` of the old run is refused."""
+    from cutegen.codegen.evaluation import HARNESS_VERSION
+
+    _no_gpu_needed(monkeypatch)
+    monkeypatch.setattr(api, "make_evaluator",
+                        lambda task, settings, run_dir, storage: FakeEvaluator(seed=2))
+    db, out = tmp_path / "b.db", tmp_path / "out"
+    base = ["bench", str(tiny_suite), "--db", str(db), "--out", str(out), "--no-ceilings",
+            "--run-prefix", "h1", "--max-evals", "2", "--no-reports"]
+    r = CliRunner().invoke(_cli(), base, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    old = HARNESS_VERSION - 1
+    s = SqliteStorage(db)
+    s._conn.execute(  # the first task's run as an older cutegen stored it
+        "UPDATE evaluations SET evaluation_json = json_set(evaluation_json, "
+        "'$.harness_version', ?) WHERE run_id = ?", (old, s.get_run("h1-toy_bf16").id))
+    s._conn.commit()
+    assert s.get_harness_versions(s.get_run("h1-toy_bf16").id) == {old: 2}
+    assert s.get_harness_versions(s.get_run("h1-toy_fp32").id) == {HARNESS_VERSION: 2}
+    s.close()
+    fresh = f"h1-toy_bf16-h{HARNESS_VERSION}"
+    r = CliRunner().invoke(_cli(), [*base, "--resume"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert f"judged by evaluator version {old}" in r.stderr and f"runs again as {fresh}" in r.stderr
+    assert "h1-toy_fp32 (finished earlier)" in r.stderr
+    st = _statuses(out)
+    assert st[("toy_bf16", "tiny")][:2] == ("ok", 2) and st[("toy_fp32", "tiny")][:2] == ("ok", 2)
+    assert f"`{fresh}`" in (out / "BENCHMARKS.md").read_text()
+    s = SqliteStorage(db)
+    assert {x.name for x in s.list_runs()} == {"h1-toy_bf16", "h1-toy_fp32", fresh}
+    assert s.get_harness_versions(s.get_run(fresh).id) == {HARNESS_VERSION: 2}
+    s.close()
+    r = CliRunner().invoke(_cli(), [*base, "--resume"], catch_exceptions=False)
+    assert f"{fresh} (finished earlier)" in r.stderr and f"is in {fresh}" in r.stderr
+    s = SqliteStorage(db)
+    assert len(s.list_runs()) == 3
+    s.close()
+    r = CliRunner().invoke(_cli(), ["resume", "h1-toy_bf16", "--db", str(db)])
+    assert r.exit_code != 0 and f"judged 2 by version {old}" in r.output + str(r.exception)
+
+
 def test_a_failed_resumption_keeps_what_the_run_stored(tiny_suite, tmp_path, monkeypatch):
     """A store brought to another machine without its runs' files: resuming a task fails
     (its candidates cannot be read), and the table shows what the run evaluated before,

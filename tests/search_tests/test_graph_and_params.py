@@ -58,6 +58,23 @@ def test_check_resume(task):
     check_resume(_run(task, {k: x for k, x in v.items() if k != "gpu"}), task, v)
 
 
+def test_check_resume_refuses_a_run_another_evaluator_version_judged(task):
+    """A run whose evaluations an older evaluator judged was continued as if nothing had
+    changed (the cutegen version string stays 0.1.0 between evaluator changes): its stored
+    verdicts and best (KernelBench L1 12, ``suspicious`` under version 4) mixed with the new
+    evaluator's. Now resuming it is refused with the counts, like a changed toolchain."""
+    from cutegen.codegen.evaluation import HARNESS_VERSION
+
+    v = {"cutegen": "0.1", "torch": "2.5", "nvidia-cutlass-dsl": "4.8.1"}
+    check_resume(_run(task, v), task, v, {HARNESS_VERSION: 7})
+    check_resume(_run(task, v), task, v, {})  # nothing evaluated yet
+    with pytest.raises(ResumeMismatchError) as e:
+        check_resume(_run(task, v), task, v, {HARNESS_VERSION - 1: 3, HARNESS_VERSION: 2})
+    msg = str(e.value)
+    assert f"3 by version {HARNESS_VERSION - 1}" in msg
+    assert f"judges with version {HARNESS_VERSION}" in msg and "new run" in msg
+
+
 def test_fake_evaluator_is_deterministic():
     code = fake_candidate({"a": 1, "b": 2}, {"a": [1, 2]})
     e1, e2 = FakeEvaluator(seed=3), FakeEvaluator(seed=3)

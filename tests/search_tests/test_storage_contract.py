@@ -225,6 +225,16 @@ class TestStorageContract:
         storage.record_evaluation(a.id, _eval(a), reward=1.0)
         assert [r.node_id for r in storage.get_results(run.id)] == [b.id, a.id]
 
+    def test_harness_versions_count_each_evaluators_verdicts(self, storage, task, run_config):
+        run = storage.create_run("r1", run_config(task))
+        assert storage.get_harness_versions(run.id) == {}
+        nodes = [storage.add_node(run.id, parent_id=None, source=CandidateSource(c), move=MOVE)
+                 for c in "abc"]
+        for n, v in zip(nodes, (3, 5, 5), strict=True):
+            storage.record_evaluation(n.id, dataclasses.replace(_eval(n), harness_version=v),
+                                      reward=1.0)
+        assert storage.get_harness_versions(run.id) == {3: 1, 5: 2}
+
     # -- transactions ---------------------------------------------------------------
     def test_atomic_rolls_everything_back(self, storage, task, run_config):
         run = storage.create_run("r1", run_config(task))
