@@ -37,6 +37,10 @@
 #                  through the CLI (carry .kb)                                          ~9
 #   host-compare   host float64 references compared on the GPU, the evaluation limit, C16 on
 #                  bytes: their GPU test, KernelBench L1 25 and 12 through the CLI (carry .kb) ~10
+#   park-native    a comparison short of GPU memory parks the native reference in host
+#                  memory: its GPU test, then KernelBench L1 63 (an 8.6 GB conv output, oom
+#                  on an H100 before) and 12 (judged by evaluator 4 last time) through the
+#                  CLI (carry .kb)                                                       ~8
 #   spiky-timed    bool masks in their shared buffers, timed calls on spiky inputs: the
 #                  reference and mask GPU cases, KernelBench L1 93 / 94 / 98 through the
 #                  CLI (carry .kb); spiky-attacks the attack suite on them             ~10, ~3
@@ -365,6 +369,12 @@ for s in "$@"; do
       step host_compare 120 $py -m pytest -m gpu tests/codegen_tests/test_verdicts.py -q \
         -p no:cacheprovider -k "chunk or faster_than_light"
       kb_once kb_fixes34 480 1 25,12 7 ;;
+    park-native)  # the thirty-fifth session (2026-12-07): the native reference parked in
+      # host memory after a comparison ran out of GPU memory; L1 63 oom'd on an H100 with
+      # both references on the GPU beside the candidate's 41 GiB (carry .kb)
+      step park_native 120 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py -q \
+        -p no:cacheprovider -k "parked or float64_pass_without_room"
+      kb_once kb_park35 420 1 63,12 6 ;;
     spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
       step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
         -n 3 -p no:cacheprovider ;;

@@ -203,6 +203,9 @@ class Reference:
         self._allocs: list[int] = []
         self.slots: dict[int, list[Any]] = {}
         self.first: dict[int, list[Any]] = {}  # shape -> the first call's outputs
+        # shapes whose comparison ran out of GPU memory with both references on the GPU:
+        # their native reference is computed first and parked in host memory (references)
+        self.park_native: set[int] = set()
         self.slot_budget = 0
         self._scratch_out: list[Any] = []
         self.vary_scalars = True
@@ -672,14 +675,28 @@ class Reference:
             del outs
             return _out_of_memory()
 
-    def references(self, idx: int, seed: int, dist: str,
-                   vary: bool = False) -> tuple[list[Any], list[Any]]:
+    def references(self, idx: int, seed: int, dist: str, vary: bool = False,
+                   park_native: bool = False) -> tuple[list[Any], list[Any]]:
+        """(float64 reference, native reference) of one call's inputs. ``park_native``: the
+        native pass runs first and its outputs wait in host memory (the comparison streams
+        them to the GPU a chunk at a time), so the GPU never holds both references: their
+        sum was what an 80 GB H100 lacked beside a candidate's 41 GiB (KernelBench L1 63, a
+        conv with an 8.6 GB fp32 output: 17.1 GB of float64 reference and the native
+        output)."""
         import torch
 
         def draw() -> list[Any]:
             return self._draw(idx, seed, dist, vary)
 
         model = self.models[idx]
+        parked: list[Any] | None = None
+        if park_native and self.gpu:
+            with torch.no_grad():
+                inputs = draw()
+                parked = [o.cpu() if isinstance(o, torch.Tensor) else o
+                          for o in flatten_outputs(model(*inputs))]
+                del inputs
+            _release_cached_memory(0)
         # The float64 pass first, on inputs of its own, then the native pass on a fresh
         # draw: a forward that changes its inputs in place (``x.mul_(2)``) changes neither
         # pass's inputs for the other, and no input copy is held beside the other pass's
@@ -707,6 +724,8 @@ class Reference:
                 self.reference_note = f"{FP32_REFERENCE} (the float64 pass " + (
                     "had no room on the GPU nor in host memory)" if failure == "oom"
                     else f"raised {failure})")
+            if parked is not None:
+                return ref64, parked
             inputs = draw()
             native = flatten_outputs(model(*inputs))
             del inputs  # outputs aliasing them keep them
@@ -775,10 +794,25 @@ class Reference:
 
     def compare_tensors(self, shape: int, seed: int, dist: str, cand: list[Any],
                         vary: bool = False) -> dict[str, Any]:
+        import torch
+
         from cutegen.codegen.numerics import compare
 
-        ref64, native = self.references(shape, seed, dist, vary)
-        c = compare(cand, ref64, native, override=getattr(self.mod, "TOLERANCE", None))
+        tol = getattr(self.mod, "TOLERANCE", None)
+        parked = shape in self.park_native
+        retry = False
+        try:
+            ref64, native = self.references(shape, seed, dist, vary, park_native=parked)
+            c = compare(cand, ref64, native, override=tol)
+        except torch.OutOfMemoryError:
+            if parked or not self.gpu:
+                raise
+            retry = True  # again below, once this handler has let go of the tensors
+        if retry:  # both references on the GPU beside the candidate's memory did not fit
+            _release_cached_memory(0)
+            self.park_native.add(shape)
+            ref64, native = self.references(shape, seed, dist, vary, park_native=True)
+            c = compare(cand, ref64, native, override=tol)
         del cand, ref64, native
         _release_cached_memory()
         reason = c.reason

@@ -295,6 +295,74 @@ def test_on_the_gpu_the_float64_pass_without_room_runs_on_the_host_and_compares_
     assert not ref.compare_tensors(0, 23, "randn", [wrong])["passed"]
 
 
+def _native_oom_once(ref: Reference, seen: list) -> None:
+    """The first native (fp32) forward runs out of GPU memory, after the float64 pass left
+    its reference on the GPU (KernelBench L1 63 on an 80 GB H100: 17.1 GB of float64
+    output, then the 8.6 GB native one beside a candidate's 41 GiB); every forward notes its
+    input's dtype."""
+    fired: list = []
+
+    def check(x):
+        seen.append(x.dtype)
+        if x.dtype == torch.float32 and not fired:
+            fired.append(True)
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+    ref.mod.CHECK = check
+
+
+def test_a_comparison_without_room_for_both_references_parks_the_native_one(tmp_path):
+    """Before: the comparison's out-of-memory error ended the candidate as ``oom`` though the
+    references fit one after the other. Now it runs again with the native pass first and
+    its outputs in host memory, and the shape's next comparisons start that way."""
+    ref = _reference(tmp_path, "x.mul_(2)")
+    ref.gpu = True  # a GPU worker short of memory; here, the CPU stands in
+    seen: list = []
+    _native_oom_once(ref, seen)
+    (x,) = _inputs(ref, 29)
+    r = ref.compare_tensors(0, 29, "randn", [2 * x])
+    assert r["passed"] and r["reason"] == "" and r["reference"] == ""
+    # the float64 pass, the native one (out of memory); then native first, float64 second
+    assert seen == [torch.float64, torch.float32, torch.float32, torch.float64]
+    assert ref.park_native == {0}
+    seen.clear()
+    (y,) = _inputs(ref, 31)
+    wrong = 2 * y
+    wrong[0, 0] += 1.0
+    assert not ref.compare_tensors(0, 31, "randn", [wrong])["passed"]
+    assert seen == [torch.float32, torch.float64]  # no second attempt with both on the GPU
+    ref64, native = ref.references(0, seed=31, dist="randn", park_native=True)
+    assert torch.equal(native[0], 2 * y) and torch.allclose(ref64[0], 2 * y.double())
+
+
+def test_a_parked_comparison_out_of_memory_is_an_oom_verdict(tmp_path):
+    ref = _reference(tmp_path)
+    ref.gpu = True
+    ref.park_native.add(0)
+
+    def check(x):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    ref.mod.CHECK = check
+    (x,) = _inputs(ref, 3)
+    with pytest.raises(torch.OutOfMemoryError):  # take() turns it into the oom verdict
+        ref.compare_tensors(0, 3, "randn", [x])
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_parked_native_reference_waits_in_host_memory(tmp_path):
+    ref = _reference(tmp_path, "x.mul_(2)")
+    ref.gpu, ref.device = True, "cuda"
+    ref.models[0] = ref.models[0].cuda()
+    ref64, native = ref.references(0, seed=37, dist="randn", park_native=True)
+    assert native[0].device.type == "cpu" and ref64[0].device.type == "cuda"
+    assert torch.allclose(ref64[0].cpu(), native[0].double())
+    got = native[0].cuda()
+    ref.park_native.add(0)
+    r = ref.compare_tensors(0, 37, "randn", [got])
+    assert r["passed"] and r["reason"] == ""
+    got[0, 0] += 1.0
+    assert not ref.compare_tensors(0, 37, "randn", [got])["passed"]
+
+
 # -- the inputs drawn where they live ---------------------------------------------------------
 # KernelBench L1 45 (16 x 64 x 2048 x 2048 fp32, 16 GiB) ended its run on an 80 GB H100
 # (2026-12-06): the baselines held an input of their own and a fresh draw beside the shared
