@@ -41,6 +41,10 @@
 #                  memory: its GPU test, then KernelBench L1 63 (an 8.6 GB conv output, oom
 #                  on an H100 before) and 12 (judged by evaluator 4 last time) through the
 #                  CLI (carry .kb)                                                       ~8
+#   conv-paired    3xTF32 convs with the packed input as (hi, lo) pairs (knob paired): the
+#                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
+#                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
+#                  (default, fold, paired) through the CLI (carry .kb)                  ~10
 #   spiky-timed    bool masks in their shared buffers, timed calls on spiky inputs: the
 #                  reference and mask GPU cases, KernelBench L1 93 / 94 / 98 through the
 #                  CLI (carry .kb); spiky-attacks the attack suite on them             ~10, ~3
@@ -375,6 +379,18 @@ for s in "$@"; do
       step park_native 120 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py -q \
         -p no:cacheprovider -k "parked or float64_pass_without_room"
       kb_once kb_park35 420 1 63,12 6 ;;
+    conv-paired)  # the thirty-fifth session: paired 3xTF32 parts for convs (off by default
+      # until this times it; if it wins where the pack dominates, make it the default)
+      step conv_paired_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 2 -p no:cacheprovider -k paired
+      for t in conv1d_strided_fp32 conv2d_fp32 conv_transpose2d_s1_fp32; do
+        step "sweep_paired_$t" 60 $py tools/conv_sweep.py "$t" paired=True
+      done
+      if [ -d .kb/level1 ]; then
+        step kb_paired 420 $py -m cutegen bench --kernelbench .kb --level 1 \
+          --problems 76,67,87,64 --max-evals 3 --db /tmp/cutegen-kb_paired.db \
+          --out "$out/kb_paired" --no-reports --max-minutes 6
+      fi ;;
     spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
       step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
         -n 3 -p no:cacheprovider ;;

@@ -80,7 +80,10 @@ Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, 
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
 ``phased``, ``fuse_channel``, ``split_k``, ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
-the gemm family) and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
+the gemm family), ``paired`` (3xTF32: the packed input and filter as (hi, lo) pairs, 8 bytes
+a value instead of the three slots' 12, read as the three k slots through the GEMM's
+``_stored_k``; off by default until a GPU has timed it, offered as an initial variant) and
+``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("zero-inserted", {"phased": False}),
     ("fold W taps", {"fold": True}),
     ("unfolded", {"fold": False}),
+    ("paired 3xTF32 parts", {"paired": True}),
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
@@ -317,6 +321,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         values["gemm_1x1"] = True
     if phased:
         values["phased"] = True
+    if precision == "3xtf32":  # the packed input as (hi, lo) pairs: 8 bytes a value, not 12
+        values["paired"] = False  # not yet measured on a GPU (the GEMM's pairs are)
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
@@ -327,6 +333,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["gemm_1x1"] = [False, True]
     if phased:
         choices["phased"] = [False, True]
+    if precision == "3xtf32":
+        choices["paired"] = [False, True]
     if fuse:
         values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
     modes = plan.param("precision_modes")

@@ -74,6 +74,9 @@ CASES = [
     ("conv2d_deep_small_fp32", {}, 1), ("conv2d_deep_scale_relu_residual_bf16", {}, 0),
     ("conv2d_grouped_bf16", {"split_k": 2}, 0),
     ("rec_pointwise_short_k_fp32", {}, 0),  # 3xTF32, promoted after every k tile
+    # 3xTF32's packed input and filter as (hi, lo) pairs: forward, transposed, split-K
+    ("conv2d_fp32", {"paired": True}, 0), ("rec_transposed_functional_fp32", {"paired": True}, 0),
+    ("conv2d_deep_small_fp32", {"paired": True}, 1),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).

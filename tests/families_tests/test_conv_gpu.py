@@ -85,6 +85,17 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_deep_small_fp32", (("split_k", 8), ("tile_m", 128), ("tile_n", 128))),
           ("conv3d_deep_small_bf16", (("split_k", 4), ("tile_m", 128), ("tile_n", 128))),
           ("conv2d_deep_scale_relu_residual_bf16", (("split_k", 4),)),
+          # 3xTF32's packed input (and filter) as (hi, lo) pairs read as three k slots: a
+          # forward conv, the W-tap fold, split-K, a strided and a stride-1 transposed
+          # conv, a 1-D strided one, channels fused into the epilogue
+          ("conv2d_fp32", (("paired", True),)),
+          ("conv2d_fp32", (("paired", True), ("fold", True))),
+          ("conv2d_fp32", (("paired", True), ("split_k", 4))),
+          ("conv1d_strided_fp32", (("paired", True),)),
+          ("conv_transpose2d_s1_fp32", (("paired", True),)),
+          ("rec_transposed_functional_fp32", (("paired", True),)),
+          ("conv_transpose3d_logsumexp_hardswish_fp32", (("paired", True),)),
+          ("conv2d_deep_small_fp32", (("paired", True),)),
           # few input channels: the direct kernel beside the implicit GEMM (plans[1] here;
           # conv2d_avgpool_sigmoid_sum_fp32 takes it first)
           ("conv3d_scale_globalavg_bias_fp32", (("plan", 1),)),

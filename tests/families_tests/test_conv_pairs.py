@@ -1,0 +1,66 @@
+"""3xTF32 convs with the packed input and filter stored as (hi, lo) pairs (knob ``paired``).
+
+The implicit GEMM reads K' = 3 Kp k tiles: per filter tap and tile_k block of channels, A's
+slots (hi, lo, hi) against B's (hi, hi, lo). Stored as the slots, the packed input holds 12
+bytes a value: KernelBench L1 76's 8.6 GB input became a 25.8 GB pack (this CPU could not
+even allocate it), and the conv moved ~3x the bytes it needs. Stored as pairs (8 bytes a
+value), the producer maps each K' tile to the stored tile of the part its slot reads with the
+GEMM's own ``_stored_k`` (GPU-checked for the GEMM). Checked here on the CPU: the host plan
+the candidate builds (parts, channel extent, the launch geometry's C'), and that every K'
+tile's stored A and B tiles, decoded with the pack's documented layout (per tap, block b of
+tile_k channels holds its hi tile at 2b and its lo tile at 2b + 1), are the same tap and block
+with the three products of 3xTF32. The kernels' results: ``test_conv_gpu.py -k paired``."""
+
+from importlib.util import find_spec
+
+import _cutegen_famdata as fd  # registered by conftest.py
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
+                                reason="nvidia-cutlass-dsl missing")
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_the_plan_stores_pairs_only_when_asked(tmp_path, paired):
+    cand = fd.rendered_module(tmp_path, "conv2d_fp32", paired=paired)
+    conv = torch.nn.Conv2d(20, 24, 3, padding=1)
+    x_shape, w_shape = (2, 20, 9, 10), tuple(conv.weight.shape)
+    plan = cand._conv_plan(conv, x_shape, w_shape, torch.float32, "3xtf32", cand._conv_spec())
+    tk, cgp = plan["tk"], plan["cgp"]
+    assert cgp % tk == 0 and cgp >= 20
+    if paired:
+        assert plan["paired"] and plan["parts_x"] == plan["parts_w"] == ("hi", "lo")
+    else:
+        assert not plan["paired"]
+        assert plan["parts_x"] == ("hi", "lo", "hi") and plan["parts_w"] == ("hi", "hi", "lo")
+    stored = len(plan["parts_x"]) * cgp
+    assert plan["xp_shape"][-1] == stored  # the packed input's channels
+    assert fd.launch_int(plan["runs"][0]["geo"][4]) == stored  # the GEMM's C'
+    # bf16 and TF32 are never paired
+    tf32 = cand._conv_plan(conv, x_shape, w_shape, torch.float32, "tf32", cand._conv_spec())
+    assert not tf32["paired"] and tf32["parts_x"] == ("x",)
+
+
+@pytest.mark.parametrize("blocks,taps", [(1, 1), (1, 9), (3, 9), (2, 27), (5, 7)])
+def test_every_k_slot_reads_its_taps_block_and_part(tmp_path_factory, blocks, taps):
+    cand = fd.rendered_module(tmp_path_factory.mktemp("pairs"), "conv2d_fp32", paired=True)
+    stored_per_tap = 2 * blocks  # k tiles of one tap in the packed (hi, lo) channels
+    seen: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    k_tiles = 3 * blocks * taps  # K' as the kernel counts it: size(gA, k) // 2 * 3
+    assert (stored_per_tap * taps) // 2 * 3 == k_tiles
+    for k in range(k_tiles):
+        ka = cand._stored_k(k, True, 0)
+        kb = cand._stored_k(k, True, 1)
+        assert 0 <= ka < stored_per_tap * taps and 0 <= kb < stored_per_tap * taps
+        tap_a, within_a = divmod(ka, stored_per_tap)
+        tap_b, within_b = divmod(kb, stored_per_tap)
+        want_tap, slot = divmod(k, 3 * blocks)
+        assert tap_a == tap_b == want_tap  # the same filter tap on both sides
+        assert within_a // 2 == within_b // 2 == slot // 3  # the same channel block
+        part = ("hi", "lo")
+        seen.setdefault((want_tap, slot // 3), []).append((part[within_a % 2],
+                                                            part[within_b % 2]))
+    assert len(seen) == blocks * taps
+    for products in seen.values():  # A_hi B_hi + A_lo B_hi + A_hi B_lo, each once
+        assert sorted(products) == [("hi", "hi"), ("hi", "lo"), ("lo", "hi")]
