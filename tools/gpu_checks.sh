@@ -45,6 +45,9 @@
 #                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
 #                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
 #                  (default, fold, paired) through the CLI (carry .kb)                  ~10
+#   direct-chans   the direct conv kernel with several output channels a thread (knob
+#                  out_chans): its GPU cases, then KernelBench L1 54, 59, 60, 66 and L2 57,
+#                  69 searched with 2 evaluations (default, then out_chans 4) (carry .kb) ~10
 #   spiky-timed    bool masks in their shared buffers, timed calls on spiky inputs: the
 #                  reference and mask GPU cases, KernelBench L1 93 / 94 / 98 through the
 #                  CLI (carry .kb); spiky-attacks the attack suite on them             ~10, ~3
@@ -390,6 +393,19 @@ for s in "$@"; do
         step kb_paired 420 $py -m cutegen bench --kernelbench .kb --level 1 \
           --problems 76,67,87,64 --max-evals 3 --db /tmp/cutegen-kb_paired.db \
           --out "$out/kb_paired" --no-reports --max-minutes 6
+      fi ;;
+    direct-chans)  # the thirty-fifth session: out_chans for the direct conv kernel (off by
+      # default until this times it; KernelBench L1 54 and 59 lost to eager with one channel
+      # a thread, 0.91x and 0.51x on an H100)
+      step direct_chans_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
+        -n 2 -p no:cacheprovider -k out_chans
+      if [ -d .kb/level1 ]; then
+        step kb_chans1 300 $py -m cutegen bench --kernelbench .kb --level 1 \
+          --problems 59,54,60,66 --max-evals 2 --db /tmp/cutegen-kb_chans.db \
+          --out "$out/kb_chans1" --no-reports --max-minutes 4
+        step kb_chans2 240 $py -m cutegen bench --kernelbench .kb --level 2 \
+          --problems 57,69 --max-evals 2 --db /tmp/cutegen-kb_chans.db \
+          --out "$out/kb_chans2" --no-reports --max-minutes 3
       fi ;;
     spiky-attacks)  # the attack and fixture suite with the timed calls on spiky inputs
       step spiky_attacks 420 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \

@@ -118,6 +118,7 @@ CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
     ("tile_m 64", {"tile_m": 64}),
+    ("4 output channels a thread", {"out_chans": 4}),
     ("rows 2", {"rows": 2}),
     ("rows 8", {"rows": 8}),
 )
@@ -164,10 +165,13 @@ def fold_pays(channels: int, taps_w: int, choices: list[int], fp32: bool) -> boo
 
 #: The direct kernel's knobs: outputs a thread computes along W (0: the fewest for aligned
 #: vector reads), output rows it computes (at most the rows there are), the widest input
-#: access in bits, threads per CTA.
-DIRECT_KNOBS = ({"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256},
+#: access in bits, threads per CTA, output channels a thread computes from each input span it
+#: reads (``out_chans``: 1 reads the input again for every output channel; more, halved to a
+#: divisor of the group's channels and to at most 64 sums a thread; not yet timed on a GPU,
+#: offered as an initial variant).
+DIRECT_KNOBS = ({"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256, "out_chans": 1},
                 {"outs": [0, 1, 2, 4, 8], "rows": [1, 2, 4, 8], "vec_bits": [32, 64, 128],
-                 "threads": [128, 256]})
+                 "threads": [128, 256], "out_chans": [1, 2, 4, 8]})
 
 
 #: SMs of an H100 / H200: fewer output tiles than this leave SMs idle.
@@ -285,6 +289,10 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     chains = [plan.epilogue, *(dict(st)["post"] for st in plan.param("stages", ()))]
     if plan.param("algo") == "direct":
         values, choices = (dict(d) for d in DIRECT_KNOBS)
+        groups = int(plan.param("groups", 1))
+        kg = int(plan.param("out_channels", 1)) // max(groups, 1)
+        # several output channels a thread only where a group has them (not depthwise x1)
+        choices["out_chans"] = [c for c in choices["out_chans"] if kg % c == 0]
         if fast_math_applies(plan.out_dtype, *chains):
             values["fast_math"], choices["fast_math"] = False, [False, True]
         return values, choices

@@ -77,6 +77,10 @@ CASES = [
     # 3xTF32's packed input and filter as (hi, lo) pairs: forward, transposed, split-K
     ("conv2d_fp32", {"paired": True}, 0), ("rec_transposed_functional_fp32", {"paired": True}, 0),
     ("conv2d_deep_small_fp32", {"paired": True}, 1),
+    # the direct kernel with several output channels a thread (out_chans): 8 -> 64 channels
+    # with a chain, and a depthwise conv whose channel multiplier 2 caps it at 2
+    ("conv2d_avgpool_sigmoid_sum_fp32", {"out_chans": 4}, 0),
+    ("conv2d_depthwise_fp32", {"out_chans": 4}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).

@@ -33,14 +33,15 @@ def _namespace(tunables: dict) -> dict:
             node.body = [n for n in node.body
                          if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
             keep.append(node)
-        elif isinstance(node, ast.FunctionDef) and node.name == "_direct_shape":
+        elif isinstance(node, ast.FunctionDef) and node.name in ("_direct_shape", "_direct_kc"):
             keep.append(node)
-        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_DIRECT_SPAN":
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in (
+                "_DIRECT_SPAN", "_DIRECT_SUMS"):
             keep.append(node)
     head = ast.parse((TEMPLATES / "head.py.tmpl").read_text())
     keep += [n for n in head.body if isinstance(n, ast.FunctionDef)
              and n.name in ("_vector_width", "_span_shape")]
-    assert len(keep) == 5
+    assert len(keep) == 7
     ns: dict = {"TUNABLES": tunables, "math": math, "torch": torch}
     exec(compile(ast.Module(keep, []), "conv_direct.py.tmpl", "exec"), ns)  # noqa: S102
     return ns
@@ -68,9 +69,11 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
     cg, kg = c_in // groups, k_out // groups
     vec, ow, oh = ns["_direct_shape"](x, ks, st, dl, lo, outs)
     assert (ow * st[2]) % vec == 0
+    kc, oh = ns["_direct_kc"](kg, tunables.get("out_chans", 1), oh, ow)
+    assert kg % kc == 0 and (kc == 1 or kc * oh * ow <= ns["_DIRECT_SUMS"])
     kern = ns["DirectConvKernel"](None, _Width(8 * x.element_size()), ks, st, dl, lo, sizes,
                                   outs, (c_in, k_out, cg, kg), vec, ow, oh, 256, None, (), (),
-                                  0)
+                                  0, kc=kc)
     D, H, W = sizes
     Z, P, Q = outs
     T, R, S = ks
@@ -84,9 +87,9 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
         rem //= kern.groups_p
         z = rem % Z
         rem //= Z
-        k, n = rem % k_out, rem // k_out
+        k, n = (rem % kern.kblocks) * kern.kc, rem // kern.kblocks
         q0, p0 = gq * ow, gp * oh
-        acc = [[0.0] * ow for _ in range(oh)]
+        acc = [[[0.0] * ow for _ in range(oh)] for _ in range(kern.kc)]
         for c in range(cg):
             ch = (k // kg) * cg + c
             for t in range(T):
@@ -114,14 +117,17 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
                                 xs[ci * vec + e] = (float(xf[n, ch, d, h, pos + e]) if inside
                                                     else 0.0)
                     for oi, r in kern.pairs[u]:
-                        for j in range(ow):
-                            for s in range(S):
-                                acc[oi][j] += (xs[kern.off + j * st[2] + s * dl[2]]
-                                               * float(wf[k, c, t, r, s]))
-        for oi in range(oh):
-            for j in range(ow):
-                if p0 + oi < P and q0 + j < Q:
-                    out[n, k, z, p0 + oi, q0 + j] = acc[oi][j]
+                        for kk in range(kern.kc):
+                            for j in range(ow):
+                                for s in range(S):
+                                    acc[kk][oi][j] += (xs[kern.off + j * st[2] + s * dl[2]]
+                                                       * float(wf[k + kk, c, t, r, s]))
+        for kk in range(kern.kc):
+            for oi in range(oh):
+                for j in range(ow):
+                    if p0 + oi < P and q0 + j < Q:
+                        assert torch.isnan(out[n, k + kk, z, p0 + oi, q0 + j])  # written once
+                        out[n, k + kk, z, p0 + oi, q0 + j] = acc[kk][oi][j]
     return out.reshape(n_img, k_out, *outs[3 - dims:])
 
 
@@ -141,6 +147,15 @@ CASES = [
      {}),
     (torch.float32, (1, 2, 4, 5, 8), (4, 1, 2, 3, 3), (2, 1, 1), (0, 1, 1), (1, 2, 1), 2,
      {"rows": 2}),
+    # several output channels a thread (out_chans): 3 -> 8 channels, one group; a grouped
+    # conv whose 6 channels a group take 2 (4 does not divide 6); 3-D with W = 10 (KernelBench
+    # L1 59's kind); 8 asked where 8 x oh x ow would pass 64 sums
+    (torch.float32, (2, 3, 7, 12), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, {"out_chans": 4}),
+    (torch.float32, (1, 4, 6, 8), (12, 2, 3, 3), (1, 1), (0, 1), (1, 1), 2, {"out_chans": 4}),
+    (torch.float32, (1, 3, 5, 6, 10), (8, 3, 3, 3, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), 1,
+     {"out_chans": 4}),
+    (torch.bfloat16, (1, 2, 5, 32), (16, 2, 3, 3), (1, 1), (1, 1), (1, 1), 1,
+     {"out_chans": 8}),
 ]
 
 
@@ -171,3 +186,12 @@ def test_direct_shape_wide_and_narrow():
     vec, ow, _ = shape(torch.zeros(1, 1, 1, 64), (1, 1, 9), (1, 1, 1), (1, 1, 9), (0, 0, 36),
                        (1, 1, 64))
     assert ((-36) % vec) + (ow - 1) + 9 * 8 + 1 <= 64 or vec == 1
+
+
+def test_output_channels_a_thread_divide_the_group_and_bound_the_sums():
+    kc = _namespace(dict(_DEFAULT))["_direct_kc"]
+    assert kc(64, 4, 4, 2) == (4, 4) and kc(64, 1, 4, 4) == (1, 4)  # one channel: rows kept
+    assert kc(6, 4, 4, 2) == (2, 4) and kc(3, 4, 4, 2) == (1, 4)  # a divisor of the group's
+    assert kc(64, 4, 4, 4) == (4, 2)  # at most 32 sums a thread: fewer rows first
+    assert kc(64, 8, 4, 8) == (4, 1)  # then fewer channels
+    assert kc(64, 0, 4, 4) == (1, 4)

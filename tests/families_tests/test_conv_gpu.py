@@ -96,6 +96,13 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("rec_transposed_functional_fp32", (("paired", True),)),
           ("conv_transpose3d_logsumexp_hardswish_fp32", (("paired", True),)),
           ("conv2d_deep_small_fp32", (("paired", True),)),
+          # the direct kernel with several output channels a thread (out_chans; 2 where the
+          # channel multiplier is 2)
+          ("conv2d_avgpool_sigmoid_sum_fp32", (("out_chans", 4),)),
+          ("conv2d_depthwise_fp32", (("out_chans", 4),)),
+          ("conv2d_depthwise_bf16", (("out_chans", 2),)),
+          ("conv3d_scale_globalavg_bias_fp32", (("plan", 1), ("out_chans", 4))),
+          ("conv2d_stem_bf16", (("plan", 1), ("out_chans", 8))),
           # few input channels: the direct kernel beside the implicit GEMM (plans[1] here;
           # conv2d_avgpool_sigmoid_sum_fp32 takes it first)
           ("conv3d_scale_globalavg_bias_fp32", (("plan", 1),)),
