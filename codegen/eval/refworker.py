@@ -689,13 +689,15 @@ class Reference:
             return self._draw(idx, seed, dist, vary)
 
         model = self.models[idx]
+
+        def native_pass() -> list[Any]:
+            inputs = draw()
+            return flatten_outputs(model(*inputs))  # outputs aliasing the inputs keep them
+
         parked: list[Any] | None = None
         if park_native and self.gpu:
             with torch.no_grad():
-                inputs = draw()
-                parked = [o.cpu() if isinstance(o, torch.Tensor) else o
-                          for o in flatten_outputs(model(*inputs))]
-                del inputs
+                parked = [o.cpu() if isinstance(o, torch.Tensor) else o for o in native_pass()]
             _release_cached_memory(0)
         # The float64 pass first, on inputs of its own, then the native pass on a fresh
         # draw: a forward that changes its inputs in place (``x.mul_(2)``) changes neither
@@ -724,11 +726,7 @@ class Reference:
                 self.reference_note = f"{FP32_REFERENCE} (the float64 pass " + (
                     "had no room on the GPU nor in host memory)" if failure == "oom"
                     else f"raised {failure})")
-            if parked is not None:
-                return ref64, parked
-            inputs = draw()
-            native = flatten_outputs(model(*inputs))
-            del inputs  # outputs aliasing them keep them
+            native = parked if parked is not None else native_pass()
         return ref64, native
 
     def _float64_pass(self, idx: int, draw: Any, device: str | None) -> list[Any]:

@@ -287,10 +287,11 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
     every knob compiles with the others at their defaults)."""
     chains = [plan.epilogue, *(dict(st)["post"] for st in plan.param("stages", ()))]
+    groups = int(plan.param("groups", 1))
+    cg = int(plan.param("in_channels", 1)) // groups
+    kg = int(plan.param("out_channels", 1)) // groups
     if plan.param("algo") == "direct":
         values, choices = (dict(d) for d in DIRECT_KNOBS)
-        groups = int(plan.param("groups", 1))
-        kg = int(plan.param("out_channels", 1)) // max(groups, 1)
         # several output channels a thread only where a group has them (not depthwise x1)
         choices["out_chans"] = [c for c in choices["out_chans"] if kg % c == 0]
         if fast_math_applies(plan.out_dtype, *chains):
@@ -298,9 +299,6 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         return values, choices
     precision = _precision(plan)
     fp32 = precision in ("tf32", "3xtf32")
-    groups = int(plan.param("groups", 1))
-    cg = int(plan.param("in_channels", 1)) // groups
-    kg = int(plan.param("out_channels", 1)) // groups
     tile_ks = [8, 16, 32] if fp32 else [16, 32, 64]
     tile_ns = FP32_TILE_N if fp32 else [64, 128, 192, 256]
     fuse = channel_fusable(plan) and kg <= max(tile_ns)
