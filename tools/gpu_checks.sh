@@ -396,9 +396,10 @@ for s in "$@"; do
       fi ;;
     direct-chans)  # the thirty-fifth session: out_chans for the direct conv kernel (off by
       # default until this times it; KernelBench L1 54 and 59 lost to eager with one channel
-      # a thread, 0.91x and 0.51x on an H100)
+      # a thread, 0.91x and 0.51x on an H100); the thirty-sixth: short W rows under a one-tap
+      # W filter merged into long ones (L1 59's 10-value rows)
       step direct_chans_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
-        -n 2 -p no:cacheprovider -k out_chans
+        -n 2 -p no:cacheprovider -k "out_chans or short_rows"
       if [ -d .kb/level1 ]; then
         step kb_chans1 300 $py -m cutegen bench --kernelbench .kb --level 1 \
           --problems 59,54,60,66 --max-evals 2 --db /tmp/cutegen-kb_chans.db \

@@ -122,6 +122,8 @@ EXTRA = {
                               {"stride": (1, 2, 2), "kernel": (3, 3, 3)}),
     "rec_grouped_thin_asym_bf16": ("conv", _DIRECT, "add, add", {"res": "full"},
                                    {"kernel": (3, 5), "groups": 6}),
+    "rec_conv3d_short_rows_fp32": ("conv", _DIRECT, "add, relu", {"p_conv_bias": "col"},
+                                   {"kernel": (3, 3, 1), "padding": (1, 0, 0)}),
 }
 #: Not covered: name -> (NotCovered.op, words the message must contain).
 NEGATIVE = {

@@ -81,6 +81,8 @@ CASES = [
     # with a chain, and a depthwise conv whose channel multiplier 2 caps it at 2
     ("conv2d_avgpool_sigmoid_sum_fp32", {"out_chans": 4}, 0),
     ("conv2d_depthwise_fp32", {"out_chans": 4}, 0),
+    # short rows under a (3, 3, 1) filter merged into long ones (128-bit reads and stores)
+    ("rec_conv3d_short_rows_fp32", {}, 0),
 ]
 #: Implicit GEMM cases whose output planes (ZPQ) are multiples of 8 pixels: the staged
 #: epilogue stores 8 pixels of a channel in 128-bit accesses (16 bytes or, fp32, 2 x 16).
@@ -89,7 +91,7 @@ _WIDE_STORES = {"conv3d_bf16", "conv2d_fp32"}
 
 #: Direct cases whose rows allow 128-bit span reads (W a multiple of 16 bytes' elements).
 _WIDE_DIRECT = {"conv2d_depthwise_fp32", "rec_depthwise_1d_dilated_fp32",
-                "rec_grouped_thin_asym_bf16"}
+                "rec_grouped_thin_asym_bf16", "rec_conv3d_short_rows_fp32"}
 
 
 def _case_id(c) -> str:
@@ -158,6 +160,8 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         assert mma.get("FFMA", 0) > 0 and not any(op.startswith(("HGMMA", "HMMA")) for op in mma)
         if name in _WIDE_DIRECT and "vec_bits" not in changes:
             assert direct[0]["ops"].get("LDG.E.128", 0) > 0, direct[0]["ops"]
+        if name == "rec_conv3d_short_rows_fp32":  # rows of 10 merged: whole-vector stores
+            assert direct[0]["ops"].get("STG.E.128", 0) > 0, direct[0]["ops"]
         return
     precision = values.get("precision")
     if values.get("gemm_1x1"):  # 16-byte rows: the batched GEMM alone, no pack, no gather

@@ -33,15 +33,16 @@ def _namespace(tunables: dict) -> dict:
             node.body = [n for n in node.body
                          if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
             keep.append(node)
-        elif isinstance(node, ast.FunctionDef) and node.name in ("_direct_shape", "_direct_kc"):
+        elif isinstance(node, ast.FunctionDef) and node.name in ("_direct_shape", "_direct_kc",
+                                                                  "_direct_merged"):
             keep.append(node)
         elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in (
-                "_DIRECT_SPAN", "_DIRECT_SUMS"):
+                "_DIRECT_SPAN", "_DIRECT_SUMS", "_DIRECT_SHORT_ROW"):
             keep.append(node)
     head = ast.parse((TEMPLATES / "head.py.tmpl").read_text())
     keep += [n for n in head.body if isinstance(n, ast.FunctionDef)
              and n.name in ("_vector_width", "_span_shape")]
-    assert len(keep) == 7
+    assert len(keep) == 9
     ns: dict = {"TUNABLES": tunables, "math": math, "torch": torch}
     exec(compile(ast.Module(keep, []), "conv_direct.py.tmpl", "exec"), ns)  # noqa: S102
     return ns
@@ -67,6 +68,9 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
                  for i in range(3))
     n_img, c_in, k_out = x.shape[0], x.shape[1], w.shape[0]
     cg, kg = c_in // groups, k_out // groups
+    shape = outs  # the output's, before the launch merges short rows (_direct_merged)
+    ks, st, dl, lo, sizes, outs = ns["_direct_merged"](ks, st, dl, lo, sizes, outs)
+    x = x.view(n_img, c_in, *sizes)
     vec, ow, oh = ns["_direct_shape"](x, ks, st, dl, lo, outs)
     assert (ow * st[2]) % vec == 0
     kc, oh = ns["_direct_kc"](kg, tunables.get("out_chans", 1), oh, ow)
@@ -78,7 +82,8 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
     Z, P, Q = outs
     T, R, S = ks
     xf = x.double().reshape(n_img, c_in, D, H, W)
-    wf = w.double().reshape(k_out, cg, T, R, S)
+    wf = w.double().reshape(k_out, cg, T, R, S)  # (merged: the W tap dropped, D's and H's
+    # taps moved to H and W: the same values in the same order)
     out = torch.full((n_img, k_out, Z, P, Q), float("nan"), dtype=torch.float64)
     for i in range(n_img * kern.per_image):
         gq = i % kern.groups_q
@@ -128,7 +133,7 @@ def emulate(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups:
                     if p0 + oi < P and q0 + j < Q:
                         assert torch.isnan(out[n, k + kk, z, p0 + oi, q0 + j])  # written once
                         out[n, k + kk, z, p0 + oi, q0 + j] = acc[kk][oi][j]
-    return out.reshape(n_img, k_out, *outs[3 - dims:])
+    return out.reshape(n_img, k_out, *shape[3 - dims:])
 
 
 _DEFAULT = {"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256}
@@ -156,6 +161,16 @@ CASES = [
      {"out_chans": 4}),
     (torch.bfloat16, (1, 2, 5, 32), (16, 2, 3, 3), (1, 1), (1, 1), (1, 1), 1,
      {"out_chans": 8}),
+    # short W rows under a one-tap W filter, merged into H (_direct_merged): L1 59's kind
+    # with padding and a depth stride; a (k, 1) 2-D filter dilated along H; bf16 with
+    # several channels a thread; H strided (not merged); W = 40, whose merged span would
+    # not fit (not merged)
+    (torch.float32, (2, 3, 7, 6, 10), (4, 3, 3, 3, 1), (2, 1, 1), (1, 1, 0), (1, 1, 1), 1, {}),
+    (torch.float32, (1, 2, 9, 6), (4, 1, 3, 1), (1, 1), (2, 0), (2, 1), 2, {"rows": 2}),
+    (torch.bfloat16, (1, 3, 4, 5, 12), (8, 3, 2, 3, 1), (1, 1, 1), (0, 1, 0), (1, 1, 1), 1,
+     {"out_chans": 4}),
+    (torch.float32, (1, 2, 3, 8, 10), (2, 2, 1, 3, 1), (1, 2, 1), (0, 1, 0), (1, 1, 1), 1, {}),
+    (torch.float32, (1, 2, 6, 40), (2, 1, 3, 1), (1, 1), (1, 0), (1, 1), 2, {}),
 ]
 
 
@@ -195,3 +210,23 @@ def test_output_channels_a_thread_divide_the_group_and_bound_the_sums():
     assert kc(64, 4, 4, 4) == (4, 2)  # at most 32 sums a thread: fewer rows first
     assert kc(64, 8, 4, 8) == (4, 1)  # then fewer channels
     assert kc(64, 0, 4, 4) == (1, 4)
+
+
+def test_short_rows_merge_only_under_a_one_tap_w_filter():
+    """_direct_merged: (D, H, W) planes become (1, D, H * W) where W's filter is one tap at
+    stride 1 without padding, H's stride is 1, W's rows are short and the merged span fits;
+    anything else is returned as it came."""
+    merged = _namespace(dict(_DEFAULT))["_direct_merged"]
+    l1_59 = ((3, 3, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0), (256, 256, 10), (254, 254, 10))
+    assert merged(*l1_59) == ((1, 3, 3), (1, 1, 1), (1, 1, 10), (0, 0, 0), (1, 256, 2560),
+                              (1, 254, 2540))
+    padded = ((3, 3, 1), (2, 1, 1), (1, 2, 1), (1, 2, 0), (9, 8, 6), (5, 8, 6))
+    assert merged(*padded) == ((1, 3, 3), (1, 2, 1), (1, 1, 12), (0, 1, 12), (1, 9, 48),
+                               (1, 5, 48))
+    for geometry in (
+            ((3, 3, 3), (1, 1, 1), (1, 1, 1), (0, 0, 0), (8, 8, 10), (6, 6, 8)),  # W taps
+            ((1, 3, 1), (1, 1, 1), (1, 1, 1), (0, 0, 1), (1, 8, 10), (1, 6, 12)),  # W padded
+            ((1, 3, 1), (1, 2, 1), (1, 1, 1), (0, 0, 0), (1, 9, 10), (1, 4, 10)),  # H strided
+            ((1, 3, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 9, 64), (1, 7, 64)),  # long rows
+            ((1, 3, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 9, 30), (1, 7, 30))):  # no room
+        assert merged(*geometry) == geometry

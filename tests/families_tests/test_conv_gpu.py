@@ -43,6 +43,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_channel_mean_bf16", "rec_transposed_channel_amax_fp32",
                                  "rec_conv1d_channel_sum_fp32", "rec_wide_dilated_fp32",
                                  "rec_transposed_grouped_thin_fp32", "rec_pointwise_short_k_fp32",
+                                 "rec_conv3d_short_rows_fp32",
                                  *sorted(fd.CONV_TASK_CHAINS), *sorted(fd.CONV_TASK_BEFORE)]
 CASES: list[tuple[str, tuple]] = [(name, ()) for name in TASKS]
 CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),)),
@@ -103,6 +104,7 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_depthwise_bf16", (("out_chans", 2),)),
           ("conv3d_scale_globalavg_bias_fp32", (("plan", 1), ("out_chans", 4))),
           ("conv2d_stem_bf16", (("plan", 1), ("out_chans", 8))),
+          ("rec_conv3d_short_rows_fp32", (("out_chans", 4),)),  # merged rows, 4 channels
           # few input channels: the direct kernel beside the implicit GEMM (plans[1] here;
           # conv2d_avgpool_sigmoid_sum_fp32 takes it first)
           ("conv3d_scale_globalavg_bias_fp32", (("plan", 1),)),
