@@ -292,6 +292,12 @@ class Evaluation:
             largest first.
         gpu: the device name the numbers were taken on.
         harness_version: :data:`HARNESS_VERSION` when this was computed.
+        eager_tf32: eager as torch runs it by default where that differs from ``eager``:
+            the task's cuDNN convolutions / recurrent layers in TF32
+            (``torch.backends.cudnn.allow_tf32``, True unless set). ``eager`` runs them in
+            fp32, the precision a candidate of an fp32 task is held to, and stays the
+            speed-ups' baseline; this is shown beside it. None where the forward calls no
+            such op.
     """
 
     candidate_sha256: str
@@ -317,6 +323,7 @@ class Evaluation:
     kernel_times: tuple[KernelTime, ...] = ()
     gpu: str = ""
     harness_version: int = HARNESS_VERSION
+    eager_tf32: Timing | None = None
 
     # -- derived numbers -------------------------------------------------------------
     @property
@@ -331,6 +338,13 @@ class Evaluation:
     def speedup_eager(self) -> float | None:
         if self.timing and self.eager and self.timing.median_us > 0:
             return self.eager.median_us / self.timing.median_us
+        return None
+
+    @property
+    def speedup_eager_tf32(self) -> float | None:
+        """The speed-up over eager with cuDNN in TF32 (torch's default; see ``eager_tf32``)."""
+        if self.timing and self.eager_tf32 and self.timing.median_us > 0:
+            return self.eager_tf32.median_us / self.timing.median_us
         return None
 
     @property
@@ -390,7 +404,7 @@ class Evaluation:
         kw["kernels"] = tuple(d.get("kernels", ()))
         kw["trials"] = tuple(TrialResult(**t) for t in d.get("trials", ()))
         kw["kernel_times"] = tuple(KernelTime(**k) for k in d.get("kernel_times", ()))
-        for name in ("timing", "eager", "compiled"):
+        for name in ("timing", "eager", "compiled", "eager_tf32"):
             t = d.get(name)
             kw[name] = _timing_from(t) if t else None
         r = d.get("roofline")

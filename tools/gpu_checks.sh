@@ -382,6 +382,11 @@ for s in "$@"; do
       step park_native 120 $py -m pytest -m gpu tests/eval_tests/test_reference_passes.py -q \
         -p no:cacheprovider -k "parked or float64_pass_without_room"
       kb_once kb_park35 420 1 63,12 6 ;;
+    tf32-eager)  # the thirty-sixth session (2026-12-07): eager timed a second time with
+      # cuDNN in TF32 (torch's default) where the task runs cuDNN convs; eager stays fp32
+      step tf32_eager 300 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
+        -p no:cacheprovider -k "tf32 or positive_control"
+      kb_once kb_tf32 300 1 55,67 3 ;;
     conv-paired)  # the thirty-fifth session: paired 3xTF32 parts for convs (off by default
       # until this times it; if it wins where the pack dominates, make it the default)
       step conv_paired_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \

@@ -209,7 +209,8 @@ class LocalEvaluator:
             # timed on the inputs the candidates are timed on (kept before: always randn)
             dist = timing_distribution(self._reference()["distributions"])
             if (cached is None or cached.get("method") != "observer"
-                    or cached.get("dist", "randn") != dist):
+                    or cached.get("dist", "randn") != dist
+                    or not cached.get("tf32_checked")):  # kept before eager_tf32 was timed
                 o = self.options
                 import secrets
 
@@ -218,8 +219,9 @@ class LocalEvaluator:
                                      "seed0": secrets.randbits(40), "dist": dist,
                                      "compile": True}, timeout=1800)
                 cached = {k: got.get(k) for k in ("eager", "compiled", "compiled_error",
-                                                  "eager_error")}
+                                                  "eager_error", "eager_tf32", "tf32_ops")}
                 cached["method"], cached["dist"] = "observer", dist
+                cached["tf32_checked"] = True
                 if self.baseline_cache and cached.get("eager"):  # a failed one is not kept
                     self.baseline_cache.put(self.task.sha256, fp, cached)
             self._baselines = cached
@@ -227,6 +229,12 @@ class LocalEvaluator:
         eager = Timing.from_samples(b["eager"]) if b.get("eager") else None
         comp = Timing.from_samples(b["compiled"]) if b.get("compiled") else None
         return eager, comp, b.get("compiled_error") or ""
+
+    def _eager_tf32(self) -> Timing | None:
+        """Eager with cuDNN in TF32 (torch's default) where the task's forward runs cuDNN
+        convolutions or recurrent layers, from the baselines (see Evaluation.eager_tf32)."""
+        b = self._baselines or {}
+        return Timing.from_samples(b["eager_tf32"]) if b.get("eager_tf32") else None
 
     # -- candidate workers --------------------------------------------------------------
     def _start_worker(self) -> CandidateWorker:
@@ -492,6 +500,7 @@ class LocalEvaluator:
             verdict=verdict, message=message, details=tuple(x for x in details if x),
             trials=tuple(_trial(label, r) for label, r in f.trial_results),
             timing=timing, eager=eager if timing else None, compiled=comp if timing else None,
+            eager_tf32=self._eager_tf32() if timing else None,
             roofline=rl, flags=tuple(flags), kernels=tuple(f.kernel_names), precision=precision,
             stage_seconds=seconds, compile_cached=entry is not None, artifacts=artifacts,
             log_tail=plain_text(log_tail), busy_us=busy_us, gpu=self.gpu_name,

@@ -885,6 +885,26 @@ class Reference:
             out["eager_error"] = f"OutOfMemoryError: {e}"[:2000]
             out["compiled_error"] = "not timed: the eager forward ran out of GPU memory"
             return out
+        # eager as torch runs it by default, where that differs: cuDNN's convolutions and
+        # recurrent layers in TF32 (torch.backends.cudnn.allow_tf32 is True unless set; this
+        # process sets it False, so "eager" above is fp32, the precision candidates are held
+        # to). Reported beside it, never the speed-ups' baseline.
+        seen = _cudnn_tf32_calls()
+        try:
+            with torch.no_grad(), seen:
+                model(*inputs)
+        except torch.OutOfMemoryError:
+            _release_cached_memory(0)
+            seen.names.clear()
+        if seen.names:
+            out["tf32_ops"] = sorted(seen.names)
+            torch.backends.cudnn.allow_tf32 = True
+            try:
+                out["eager_tf32"] = timed(lambda: model(*inputs))
+            except torch.OutOfMemoryError:
+                _release_cached_memory(0)
+            finally:
+                torch.backends.cudnn.allow_tf32 = False
         if with_compile:
             try:
                 torch._dynamo.reset()
@@ -969,6 +989,32 @@ def oom_reason(held: int, free: int, total: int) -> str:
             f"{free / gib:.1f} of {total / gib:.1f} GiB were free after it released its cache; "
             f"the candidate's process holds the rest. A GPU with more memory, or a smaller "
             f"main shape, checks this task")
+
+
+#: Names of torch functions that run on cuDNN with TF32 when torch.backends.cudnn.allow_tf32
+#: is True (its default): convolutions (torch.conv2d, conv_transpose3d, convolution, ...)
+#: and the recurrent layers (_VF.lstm, gru, rnn_tanh, rnn_relu).
+_CUDNN_TF32_PREFIXES = ("conv", "_conv", "lstm", "gru", "rnn_")
+
+
+def _cudnn_tf32_calls() -> Any:
+    """A TorchFunctionMode that records, in ``names``, the torch functions called under it
+    that cuDNN runs in TF32 by default (:data:`_CUDNN_TF32_PREFIXES`)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Calls(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: set[str] = set()
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            name = getattr(func, "__name__", "")
+            if name.startswith(_CUDNN_TF32_PREFIXES) and not name.startswith("convert"):
+                self.names.add(name)
+            return func(*args, **(kwargs or {}))
+
+    return Calls()
 
 
 def _memset(t: Any) -> None:

@@ -152,9 +152,14 @@ def print_evaluation(e: Any) -> None:
     if e.timing:
         tab.add_row("candidate", f"{_fmt_us(e.timing)}  (p10 {e.timing.p10_us:,.2f}, "
                     f"p90 {e.timing.p90_us:,.2f}, n={e.timing.n})")
-        tab.add_row("eager", _fmt_us(e.eager))
+        tab.add_row("eager", _fmt_us(e.eager) + ("  (cuDNN in fp32, as the candidate)"
+                                                 if e.eager_tf32 else ""))
+        if e.eager_tf32:
+            tab.add_row("eager, TF32", _fmt_us(e.eager_tf32) + "  (torch's default: cuDNN in "
+                        "TF32, less precise than the tolerance the candidate met)")
         tab.add_row("torch.compile", _fmt_us(e.compiled))
         for label, base, sp in (("speedup vs eager", e.eager, e.speedup_eager),
+                                ("speedup vs eager, TF32", e.eager_tf32, e.speedup_eager_tf32),
                                 ("speedup vs compile", e.compiled, e.speedup_compile)):
             if sp:
                 tab.add_row(label, f"{sp:.2f}x{_ci(base, e.timing)}")

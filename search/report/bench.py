@@ -73,6 +73,10 @@ class TaskResult:
     #: (e.g. no room on the GPU for the eager forward beside the inputs): no speed-up then
     eager_error: str = ""
     compile_error: str = ""
+    #: eager with cuDNN in TF32 (torch's default) where the task runs cuDNN convolutions or
+    #: recurrent layers (Evaluation.eager_tf32): shown beside eager, never the speed-ups' base
+    eager_tf32_us: float | None = None
+    speedup_eager_tf32: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -201,6 +205,8 @@ def collect_task_result(storage: BaseStorage, run: FrozenRun, entry: SuiteTask,
                 frac_kernel=frac(ev.timing.median_us), frac_eager=frac(eager_us),
                 frac_compile=frac(compile_us), evals_to_best=first.index,
                 gpu_min_to_best=first.gpu_minutes, busy_us=ev.busy_us,
+                eager_tf32_us=ev.eager_tf32.median_us if ev.eager_tf32 else None,
+                speedup_eager_tf32=ev.speedup_eager_tf32,
                 retimed_us=latest_retime_us(storage.get_best_history(run.id), best.id))
     return replace(r, flags=sanity_flags(r, eval_flags=ev.flags,
                                          suspicious=verdicts.get("suspicious", 0)))

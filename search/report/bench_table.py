@@ -129,9 +129,13 @@ def task_table(results: Sequence[TaskResult]) -> str:
                  "error": "not run"}.get(r.status, r.status))
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r.verdicts.items()))
         rows.append([
-            r.task, r.dtype, best, "failed (flags)" if r.eager_error else _us(r.eager_us),
+            r.task, r.dtype, best, "failed (flags)" if r.eager_error else (
+                _us(r.eager_us) + (f"; TF32 {_us(r.eager_tf32_us)}" if r.eager_tf32_us
+                                   else "")),
             "failed (flags)" if r.compile_error and not r.eager_error else _us(r.compile_us),
-            _x(r.speedup_eager, r.ci_eager), _x(r.speedup_compile, r.ci_compile),
+            _x(r.speedup_eager, r.ci_eager) + (f"; vs TF32 {r.speedup_eager_tf32:.2f}×"
+                                               if r.speedup_eager_tf32 else ""),
+            _x(r.speedup_compile, r.ci_compile),
             " / ".join(_pct(f) for f in (r.frac_kernel, r.frac_eager, r.frac_compile))
             if r.correct else "-",
             f"{r.evals_to_best or '-'} / {r.evaluations}" + (f" ({verdicts})" if verdicts
@@ -203,7 +207,9 @@ def render_markdown(r: BenchReport) -> str:
         "(bf16 1e-2, fp32 1e-4); each time is the span of one call's GPU work in the native "
         "CUPTI observer's records, L2 flushed and inputs refreshed before each of 50 calls, "
         "median; eager and torch.compile (mode default) timed the same way in the trusted "
-        "reference worker. A new best must beat the old one on re-timing (Mann-Whitney p < 0.05, ≥ 1%). "
+        "reference worker, cuDNN in fp32 (torch.backends.cudnn.allow_tf32 off: the precision "
+        "the kernels are held to); where a task runs cuDNN convolutions or recurrent layers, "
+        "eager as torch runs it by default (cuDNN in TF32) is shown beside it as \"TF32\". A new best must beat the old one on re-timing (Mann-Whitney p < 0.05, ≥ 1%). "
         "Intervals: bootstrap 95% of the ratio of medians.", "",
         "## Results", "", task_table(r.tasks), "",
         "Times are medians; roofline columns are fractions of the bound with the ceilings "

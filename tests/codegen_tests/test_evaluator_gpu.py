@@ -350,3 +350,45 @@ def test_external_retime_agrees_with_the_observer(scale_shift_task, make_candida
     assert not got.error, got.error
     assert not got.foreign, got.foreign
     assert external_agrees(got.median_us, e.busy_us, got.kernels), (got, e.busy_us)
+
+
+_CONV_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(32, 64, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(16, 32, 128, 128)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.gpu
+def test_eager_with_cudnn_in_tf32_is_timed_beside_eager_for_a_conv(scale_shift_task, tmp_path):
+    """Eager is timed with cuDNN in fp32 (the precision candidates are held to); where the
+    task runs cuDNN convolutions, eager as torch runs it by default (TF32) is timed too. A
+    task without one gets no second eager."""
+    from cutegen.codegen.tasks import load_task_file
+
+    path = tmp_path / "conv_task.py"
+    path.write_text(_CONV_TASK)
+    with _ev(load_task_file(path), tmp_path / "conv", baselines=True) as ev:
+        eager, _, _ = ev.baselines()
+        tf32 = ev._eager_tf32()
+        assert eager is not None and tf32 is not None, ev._baselines
+        assert ev._baselines["tf32_ops"] == ["conv2d"]
+    with _ev(scale_shift_task, tmp_path / "plain", baselines=True) as ev:
+        eager, _, _ = ev.baselines()
+        assert eager is not None and ev._eager_tf32() is None
+        assert not ev._baselines.get("tf32_ops")

@@ -625,6 +625,10 @@ def test_timing_summary_and_evaluation_round_trip():
     back = Evaluation.from_dict(e.to_dict())
     assert back == e and back.speedup_eager == 2.0
     assert back.busy_us is None and back.host_wait_fraction is None  # not known: not guessed
+    assert back.eager_tf32 is None and back.speedup_eager_tf32 is None
+    conv = dataclasses.replace(e, eager_tf32=Timing.from_samples([1.5] * 3))  # cuDNN in TF32, beside eager
+    back = Evaluation.from_dict(conv.to_dict())
+    assert back == conv and back.speedup_eager_tf32 == 0.5 and back.speedup_eager == 2.0
 
 
 def test_the_gpu_busy_time_says_how_long_the_gpu_waited_on_the_host():
@@ -673,6 +677,21 @@ def test_cutegen_eval_prints_the_gpu_busy_time(capsys):
     print_evaluation(e)
     out = capsys.readouterr().out
     assert "GPU busy" in out and "105.00 us of the span" in out and "53%" in out
+
+
+def test_cutegen_eval_prints_eager_in_tf32_beside_eager(capsys):
+    from cutegen.cli.eval import print_evaluation
+
+    e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                   verdict=Verdict.CORRECT, timing=Timing.from_samples([100.0] * 3),
+                   eager=Timing.from_samples([300.0] * 3))
+    print_evaluation(e)
+    out = capsys.readouterr().out
+    assert "3.00x" in out and "TF32" not in out  # no cuDNN op: one eager
+    print_evaluation(dataclasses.replace(e, eager_tf32=Timing.from_samples([80.0] * 3)))
+    out = capsys.readouterr().out
+    assert "cuDNN in fp32, as the candidate" in out and "torch's default" in out
+    assert "speedup vs eager, TF32" in out and "0.80x" in out and "3.00x" in out
 
 
 def test_an_evaluation_says_which_kernels_took_the_time(capsys):

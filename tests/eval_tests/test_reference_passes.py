@@ -606,3 +606,24 @@ def test_input_distributions_are_checked_before_the_reference_runs(tmp_path, dis
     with nothing to verify on)."""
     with pytest.raises(refworker.TaskFault, match=says):
         _reference(tmp_path, dists=dists)
+
+
+def test_the_calls_cudnn_runs_in_tf32_by_default_are_seen():
+    """The baselines time eager a second time with cuDNN in TF32 (torch's default) only where
+    the forward calls what cuDNN runs in TF32: convolutions (modules and functional, forward
+    and transposed) and recurrent layers; a Linear or a matmul is not one of them."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    cases = [(nn.Conv2d(3, 4, 3), (torch.randn(1, 3, 8, 8),), {"conv2d"}),
+             (nn.ConvTranspose3d(2, 2, 3), (torch.randn(1, 2, 4, 4, 4),), {"conv_transpose3d"}),
+             (lambda x: F.conv1d(x, torch.randn(3, 2, 2)), (torch.randn(1, 2, 5),), {"conv1d"}),
+             (nn.LSTM(4, 5, batch_first=True), (torch.randn(2, 3, 4),), {"lstm"}),
+             (nn.GRU(4, 5), (torch.randn(3, 2, 4),), {"gru"}),
+             (nn.Linear(4, 4), (torch.randn(2, 4),), set()),
+             (lambda a: (a @ a).to(torch.float64).sum(), (torch.randn(4, 4),), set())]
+    for fn, args, names in cases:
+        seen = refworker._cudnn_tf32_calls()
+        with torch.no_grad(), seen:
+            fn(*args)
+        assert seen.names == names, (fn, seen.names)
