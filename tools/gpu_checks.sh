@@ -41,6 +41,8 @@
 #                  memory: its GPU test, then KernelBench L1 63 (an 8.6 GB conv output, oom
 #                  on an H100 before) and 12 (judged by evaluator 4 last time) through the
 #                  CLI (carry .kb)                                                       ~8
+#   tf32-eager     eager timed again with cuDNN in TF32 (torch's default) where a task runs
+#                  cuDNN convs: the GPU test, then KernelBench L1 55 and 67 (carry .kb)   ~6
 #   conv-paired    3xTF32 convs with the packed input as (hi, lo) pairs (knob paired): the
 #                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
 #                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
