@@ -42,3 +42,6 @@ class RunSummary:
     best: FrozenNode | None
     best_speedup: float | None
     usage: Usage
+    #: the best's speed-up over eager with cuDNN in TF32 (torch's default), where the task
+    #: runs cuDNN convolutions (Evaluation.eager_tf32); ``best_speedup`` is over fp32 eager
+    best_speedup_tf32: float | None = None

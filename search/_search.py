@@ -476,6 +476,9 @@ class Search:
         for r in self._results.values():
             counts[r.verdict.value] = counts.get(r.verdict.value, 0) + 1
         best_speedup = self._results[self._best.id].speedup_eager if self._best else None
+        # (the indexed results hold the fp32 speed-up only: the TF32 one from the best's row)
+        best_ev = self.storage.get_evaluation(self._best.id) if self._best else None
         return RunSummary(self.run_record.name, reason, status, len(self._results), counts,
-                          self._best, best_speedup, self.usage())
+                          self._best, best_speedup, self.usage(),
+                          best_ev.speedup_eager_tf32 if best_ev else None)
 

@@ -94,8 +94,11 @@ def print_summary(summary: Any) -> None:
     click.echo(f"run {summary.run}: {summary.status} ({summary.reason})")
     click.echo(f"  evaluations {summary.evaluations}: {verdicts}")
     if summary.best is not None:
+        tf32 = summary.best_speedup_tf32
         click.echo(f"  best: node {summary.best.id}, {_speed(summary.best_speedup)} vs eager "
-                   f"(cutegen show {summary.run} {summary.best.id})")
+                   + (f"({_speed(tf32)} vs eager with cuDNN in TF32, torch's default) "
+                      if tf32 is not None else "")
+                   + f"(cutegen show {summary.run} {summary.best.id})")
         if summary.best_speedup is not None and summary.best_speedup < 1.0:
             click.echo("  no candidate beat eager PyTorch yet: keep the reference for this "
                        f"task, or go on (cutegen resume {summary.run} with a larger budget; "

@@ -372,14 +372,17 @@ def test_summary_says_when_the_best_is_slower_than_eager(capsys):
 
     from cutegen.cli.search_view import print_summary
 
-    def summary(speedup):
+    def summary(speedup, tf32=None):
         return SimpleNamespace(run="r9", status="finished", reason="budget", evaluations=3,
                                verdicts={"correct": 3}, best=SimpleNamespace(id=7),
-                               best_speedup=speedup)
+                               best_speedup=speedup, best_speedup_tf32=tf32)
 
     print_summary(summary(0.53))
     out = capsys.readouterr().out
     assert "0.53x vs eager" in out and "no candidate beat eager PyTorch" in out
-    assert "cutegen resume r9" in out
+    assert "cutegen resume r9" in out and "TF32" not in out
     print_summary(summary(1.84))
     assert "beat eager" not in capsys.readouterr().out
+    print_summary(summary(1.84, 0.61))  # a conv: eager's cuDNN in TF32 said beside it
+    out = capsys.readouterr().out
+    assert "1.84x vs eager (0.61x vs eager with cuDNN in TF32, torch's default)" in out
