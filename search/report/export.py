@@ -59,6 +59,13 @@ def _evaluation_lines(ev: Evaluation | None, task_name: str, task_path: str) -> 
             if base is not None and sp is not None:
                 out.append(f"  {name:<14} {base.median_us:12,.2f} us median -> {sp:.3f}x "
                            f"faster{_ci(base, timing)}")
+        if ev.eager_tf32 is not None and ev.speedup_eager_tf32 is not None:
+            out.append(f"  (eager above ran cuDNN in fp32, as this kernel is held to; with "
+                       f"torch's default, cuDNN in TF32: {ev.eager_tf32.median_us:,.2f} us "
+                       f"median -> {ev.speedup_eager_tf32:.3f}x)")
+        if ev.speedup_eager is not None and ev.speedup_eager < 1.0:
+            out.append("  NOTE: slower than PyTorch eager; the reference itself is the faster "
+                       "choice for this task")
         if ev.roofline is not None and ev.roofline_fraction is not None:
             rl = ev.roofline
             out.append(f"  roofline: {100 * ev.roofline_fraction:.1f}% of the {rl.kind} bound "

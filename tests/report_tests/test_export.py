@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -151,3 +152,18 @@ def test_cli_export_to_stdout(fake_run):
     r = CliRunner().invoke(_cli(), ["export", fake_run.name, "--db", str(fake_run.db)],
                            catch_exceptions=False)
     assert r.exit_code == 0 and r.stdout.startswith(RULE) and "class ModelNew" in r.stdout
+
+
+def test_header_says_eager_in_tf32_and_a_kernel_slower_than_eager():
+    from cutegen.search.report.export import _evaluation_lines
+
+    ev = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
+                    verdict=Verdict.CORRECT, timing=Timing.from_samples([100.0] * 5),
+                    eager=Timing.from_samples([250.0] * 5))
+    text = " ".join(_evaluation_lines(ev, "t", ""))
+    assert "2.500x faster" in text and "TF32" not in text and "slower" not in text
+    conv = dataclasses.replace(ev, eager=Timing.from_samples([80.0] * 5),
+                               eager_tf32=Timing.from_samples([30.0] * 5))
+    text = " ".join(" ".join(_evaluation_lines(conv, "t", "")).split())
+    assert "cuDNN in TF32: 30.00 us median -> 0.300x" in text
+    assert "NOTE: slower than PyTorch eager" in text
