@@ -233,8 +233,11 @@ def _timing(r: RunReport) -> str:
     if ev.timing is None:
         return "<p class='note'>Not timed (compile-only, or it failed before the benchmark).</p>"
     rows, strips = [], []
-    for name, t in (("candidate", ev.timing), ("PyTorch eager", ev.eager),
-                    ("torch.compile", ev.compiled)):
+    providers = [("candidate", ev.timing), ("PyTorch eager", ev.eager),
+                 ("torch.compile", ev.compiled)]
+    if ev.eager_tf32 is not None:  # cuDNN in TF32, torch's default, beside fp32 eager
+        providers.insert(2, ("PyTorch eager, cuDNN in TF32", ev.eager_tf32))
+    for name, t in providers:
         if t is None:
             rows.append((name, "not measured", "", "", "", "", "", "", ""))
             continue
@@ -247,7 +250,10 @@ def _timing(r: RunReport) -> str:
                  "spread (p90-p10)/median", "samples"], rows, numeric=tuple(range(1, 9)))
     out += "".join(strips)
     facts = [("method", ev.timing.method),
-             ("speedup vs eager", _x(ev.speedup_eager) + _ci(r.ci_eager)),
+             ("speedup vs eager", _x(ev.speedup_eager) + _ci(r.ci_eager)
+              + (" (eager with cuDNN in fp32, the precision this kernel is held to; vs "
+                 f"torch's default, cuDNN in TF32: {_x(ev.speedup_eager_tf32)})"
+                 if ev.eager_tf32 is not None else "")),
              ("speedup vs torch.compile", _x(ev.speedup_compile) + _ci(r.ci_compile)),
              ("intervals", "percentile bootstrap of the ratio of medians, both sample sets "
                            "resampled independently, 10,000 times")]
