@@ -219,7 +219,8 @@ class LocalEvaluator:
                                      "seed0": secrets.randbits(40), "dist": dist,
                                      "compile": True}, timeout=1800)
                 cached = {k: got.get(k) for k in ("eager", "compiled", "compiled_error",
-                                                  "eager_error", "eager_tf32", "tf32_ops")}
+                                                  "eager_error", "eager_tf32", "tf32_ops",
+                                                  "eager_tf32_error")}
                 cached["method"], cached["dist"] = "observer", dist
                 cached["tf32_checked"] = True
                 if self.baseline_cache and cached.get("eager"):  # a failed one is not kept

@@ -885,26 +885,7 @@ class Reference:
             out["eager_error"] = f"OutOfMemoryError: {e}"[:2000]
             out["compiled_error"] = "not timed: the eager forward ran out of GPU memory"
             return out
-        # eager as torch runs it by default, where that differs: cuDNN's convolutions and
-        # recurrent layers in TF32 (torch.backends.cudnn.allow_tf32 is True unless set; this
-        # process sets it False, so "eager" above is fp32, the precision candidates are held
-        # to). Reported beside it, never the speed-ups' baseline.
-        seen = _cudnn_tf32_calls()
-        try:
-            with torch.no_grad(), seen:
-                model(*inputs)
-        except torch.OutOfMemoryError:
-            _release_cached_memory(0)
-            seen.names.clear()
-        if seen.names:
-            out["tf32_ops"] = sorted(seen.names)
-            torch.backends.cudnn.allow_tf32 = True
-            try:
-                out["eager_tf32"] = timed(lambda: model(*inputs))
-            except torch.OutOfMemoryError:
-                _release_cached_memory(0)
-            finally:
-                torch.backends.cudnn.allow_tf32 = False
+        out.update(eager_in_tf32(model, inputs, timed))
         if with_compile:
             try:
                 torch._dynamo.reset()
@@ -989,6 +970,39 @@ def oom_reason(held: int, free: int, total: int) -> str:
             f"{free / gib:.1f} of {total / gib:.1f} GiB were free after it released its cache; "
             f"the candidate's process holds the rest. A GPU with more memory, or a smaller "
             f"main shape, checks this task")
+
+
+def eager_in_tf32(model: Any, inputs: Sequence[Any], timed: Any) -> dict[str, Any]:
+    """Eager as torch runs it by default, where that differs from the baselines' eager:
+    cuDNN's convolutions and recurrent layers in TF32 (``torch.backends.cudnn.allow_tf32`` is
+    True unless set; this process sets it False, so the baselines' "eager" is fp32, the
+    precision candidates are held to). One untimed forward under :func:`_cudnn_tf32_calls`
+    finds such ops; where there are some, ``timed`` (the baselines' timer) times the forward
+    with the flag on, and the flag is off again after it. Returns ``tf32_ops`` and
+    ``eager_tf32`` (the samples) where timed, ``eager_tf32_error`` where the forward failed
+    under the mode or in TF32: never fatal to the baselines, which are reported without it."""
+    import torch
+
+    out: dict[str, Any] = {}
+    seen = _cudnn_tf32_calls()
+    try:
+        with torch.no_grad(), seen:
+            model(*inputs)
+    except Exception as e:  # noqa: BLE001 - reported, the baselines go on
+        _release_cached_memory(0)
+        seen.names.clear()
+        out["eager_tf32_error"] = f"{type(e).__name__}: {e}"[:500]
+    if seen.names:
+        out["tf32_ops"] = sorted(seen.names)
+        torch.backends.cudnn.allow_tf32 = True
+        try:
+            out["eager_tf32"] = timed(lambda: model(*inputs))
+        except Exception as e:  # noqa: BLE001 - as above
+            _release_cached_memory(0)
+            out["eager_tf32_error"] = f"{type(e).__name__}: {e}"[:500]
+        finally:
+            torch.backends.cudnn.allow_tf32 = False
+    return out
 
 
 #: Names of torch functions that run on cuDNN with TF32 when torch.backends.cudnn.allow_tf32

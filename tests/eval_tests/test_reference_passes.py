@@ -645,3 +645,44 @@ def test_the_calls_cudnn_runs_in_tf32_by_default_are_seen():
         with torch.no_grad(), seen:
             fn(*args)
         assert seen.names == names, (fn, seen.names)
+
+
+def test_eager_in_tf32_is_timed_with_the_flag_on_and_never_fatal():
+    """The baselines' second eager (cuDNN in TF32, torch's default), with the baselines' timer
+    replaced: timed with the flag on where the forward runs a conv, the flag off again after
+    it (and after a forward that raises in TF32); no timing for a Linear; a forward that
+    fails under the detecting mode is reported, not raised (the baselines were the run's
+    infrastructure: an exception there ended a search)."""
+    import torch.nn as nn
+
+    flags: list[bool] = []
+
+    def timed(fn):
+        flags.append(torch.backends.cudnn.allow_tf32)
+        fn()
+        return [1.0, 2.0]
+
+    def failing(fn):
+        raise RuntimeError("cuDNN error in TF32")
+
+    class Picky(nn.Module):
+        def forward(self, x):
+            if torch._C._is_torch_function_mode_enabled():
+                raise TypeError("no modes here")
+            return x
+
+    was = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # as the reference worker sets it
+    try:
+        conv, x = nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8)
+        got = refworker.eager_in_tf32(conv, [x], timed)
+        assert got == {"tf32_ops": ["conv2d"], "eager_tf32": [1.0, 2.0]} and flags == [True]
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert refworker.eager_in_tf32(nn.Linear(4, 4), [torch.randn(2, 4)], timed) == {}
+        got = refworker.eager_in_tf32(conv, [x], failing)
+        assert "eager_tf32" not in got and got["eager_tf32_error"].startswith("RuntimeError")
+        assert torch.backends.cudnn.allow_tf32 is False
+        got = refworker.eager_in_tf32(Picky(), [x], timed)
+        assert got == {"eager_tf32_error": "TypeError: no modes here"}
+    finally:
+        torch.backends.cudnn.allow_tf32 = was
