@@ -148,3 +148,64 @@ def test_timed_calls_draw_spikes_where_the_task_keeps_them():
     assert checked and all(c.dist == "spiky" for c in checked)
     assert {c.dist for c in calls if c.role in ("warmup", "timed")} == {"spiky"}
     assert next(c for c in calls if c.role == "ghost").dist == first.dist  # its inputs
+
+
+class _DictCache:
+    def __init__(self, entries: dict) -> None:
+        self.entries = entries
+
+    def get(self, task: str, fp: str):
+        got = self.entries.get((task, fp))
+        return dict(got) if got is not None else None
+
+    def put(self, task: str, fp: str, value: dict) -> None:
+        self.entries[(task, fp)] = dict(value)
+
+
+class _RefCalls:
+    def __init__(self, reply: dict) -> None:
+        self.reply, self.calls = reply, 0
+
+    def call(self, req: dict, timeout: float) -> dict:
+        assert req["op"] == "baselines"
+        self.calls += 1
+        return dict(self.reply)
+
+
+def test_baselines_kept_before_eager_in_tf32_are_timed_again_once(monkeypatch):
+    """A task's cached baselines from before eager was timed with cuDNN in TF32 too (no
+    ``tf32_checked``) are timed again, and the new entry (with eager_tf32) is what the next
+    evaluator uses without timing; the evaluator hands eager_tf32 out as a Timing."""
+    from types import SimpleNamespace
+
+    from cutegen.codegen.backend import EvalOptions
+    from cutegen.codegen.eval import evaluator as ev_mod
+
+    monkeypatch.setattr(ev_mod, "fingerprint", lambda: "fp")
+
+    def evaluator(cache, ref):
+        ev = object.__new__(ev_mod.LocalEvaluator)
+        ev.task = SimpleNamespace(sha256="task")
+        ev.options, ev.mode, ev.baseline_cache = EvalOptions(), "gpu", cache
+        ev.ref, ev._baselines = ref, None
+        ev._reference = lambda: {"distributions": ["randn", "spiky"]}
+        return ev
+
+    old = {"eager": [10.0, 11.0], "compiled": [9.0], "method": "observer", "dist": "spiky"}
+    cache = _DictCache({("task", "fp"): old})
+    ref = _RefCalls({"eager": [10.0, 12.0], "compiled": [9.0], "eager_tf32": [4.0, 5.0],
+                     "tf32_ops": ["conv2d"]})
+    ev = evaluator(cache, ref)
+    eager, comp, err = ev.baselines()
+    assert ref.calls == 1 and eager.median_us == 11.0 and comp and err == ""
+    assert ev._eager_tf32().median_us == 4.5
+    kept = cache.entries[("task", "fp")]
+    assert kept["tf32_checked"] and kept["eager_tf32"] == [4.0, 5.0]
+    again = _RefCalls({})
+    ev2 = evaluator(cache, again)
+    ev2.baselines()
+    assert again.calls == 0 and ev2._eager_tf32().median_us == 4.5
+    linear = _DictCache({("task", "fp"): {**old, "tf32_checked": True}})  # no cuDNN op
+    ev3 = evaluator(linear, again)
+    ev3.baselines()
+    assert again.calls == 0 and ev3._eager_tf32() is None
