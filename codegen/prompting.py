@@ -185,6 +185,10 @@ def format_timings(ev: Evaluation) -> str:
         if base is not None:
             tail = f"; speedup {speedup:.2f}x" if speedup is not None else ""
             lines.append(f"{label}: {_us(base)}{tail}.")
+    if ev.eager_tf32 is not None and ev.speedup_eager_tf32 is not None:
+        lines.append(f"(PyTorch eager above runs cuDNN in fp32, the precision the candidate is "
+                     f"held to; with cuDNN in TF32, torch's default and less precise: "
+                     f"{_us(ev.eager_tf32)}; speedup {ev.speedup_eager_tf32:.2f}x.)")
     if ev.roofline is not None and ev.roofline_fraction is not None:
         r = ev.roofline
         lines.append(f"Speed of light ({r.kind}-bound: {r.bytes_moved / 1e6:.1f} MB at "

@@ -681,6 +681,7 @@ def test_cutegen_eval_prints_the_gpu_busy_time(capsys):
 
 def test_cutegen_eval_prints_eager_in_tf32_beside_eager(capsys):
     from cutegen.cli.eval import print_evaluation
+    from cutegen.codegen.prompting import format_timings
 
     e = Evaluation(candidate_sha256="a", task_sha256="b", stage=Stage.BENCHMARK,
                    verdict=Verdict.CORRECT, timing=Timing.from_samples([100.0] * 3),
@@ -692,6 +693,11 @@ def test_cutegen_eval_prints_eager_in_tf32_beside_eager(capsys):
     out = capsys.readouterr().out
     assert "cuDNN in fp32, as the candidate" in out and "torch's default" in out
     assert "speedup vs eager, TF32" in out and "0.80x" in out and "3.00x" in out
+    # and an LLM rewriter's prompt says which eager the speed-up is against
+    assert "TF32" not in format_timings(e)
+    text = format_timings(dataclasses.replace(e, eager_tf32=Timing.from_samples([80.0] * 3)))
+    assert "PyTorch eager: 300.0" in text and "speedup 3.00x" in text
+    assert "cuDNN in TF32, torch's default and less precise" in text and "0.80x" in text
 
 
 def test_an_evaluation_says_which_kernels_took_the_time(capsys):
