@@ -84,3 +84,29 @@ def fake_run(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
 def make_run():
     """``make_run(root, **kw) -> FakeRun``: a fresh fake search (see ``make_fake_run``)."""
     return make_fake_run
+
+
+@pytest.fixture
+def best_with_tf32(monkeypatch):
+    """``apply(storage, run, factor)``: the store's best node's evaluation read back with
+    ``eager_tf32`` = its eager samples / ``factor`` (eager with cuDNN in TF32, as a conv
+    task's baselines time it); returns the patched ``get_evaluation``."""
+    from dataclasses import replace
+
+    from cutegen.codegen.evaluation import Timing
+
+    def apply(storage, run, factor: float):
+        best = storage.get_best_node(run.id)
+        real = storage.get_evaluation
+
+        def with_tf32(node_id):
+            ev = real(node_id)
+            if node_id != best.id or ev is None or ev.eager is None:
+                return ev
+            return replace(ev, eager_tf32=Timing.from_samples(
+                [v / factor for v in ev.eager.samples_us]))
+
+        monkeypatch.setattr(storage, "get_evaluation", with_tf32)
+        return with_tf32
+
+    return apply

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import cutegen.api as api
 import cutegen.cli.bench as cli_bench
 from cutegen.codegen.ceilings import ceilings_from_samples
-from cutegen.codegen.evaluation import COMPILE_FAILED, EAGER_FAILED, Timing
+from cutegen.codegen.evaluation import COMPILE_FAILED, EAGER_FAILED
 from cutegen.codegen.roofline import H200_MEASURED, Ceilings
 from cutegen.codegen.suites import (
     SuiteTask,
@@ -796,23 +796,13 @@ def test_measure_ceilings_on_the_gpu():
     assert m.copy_bytes >= 2**30 and m.gemm_n == 8192 and m.gpu
 
 
-def test_eager_with_cudnn_in_tf32_is_shown_beside_eager(fake_run, monkeypatch):
+def test_eager_with_cudnn_in_tf32_is_shown_beside_eager(fake_run, best_with_tf32):
     """A task running cuDNN convolutions gets eager as torch runs it by default (cuDNN in
     TF32) beside eager (fp32, the candidates' precision): in the result, the table's eager
     and speed-up cells, while the speed-up and the means stay against fp32 eager."""
     s = SqliteStorage(fake_run.db)
     run = s.get_run(fake_run.name)
-    best = s.get_best_node(run.id)
-    real = s.get_evaluation
-
-    def with_tf32(node_id):
-        ev = real(node_id)
-        if node_id != best.id or ev.eager is None:
-            return ev
-        fast = Timing.from_samples([v / 4 for v in ev.eager.samples_us])
-        return dataclasses.replace(ev, eager_tf32=fast)
-
-    monkeypatch.setattr(s, "get_evaluation", with_tf32)
+    best_with_tf32(s, run, 4.0)
     r = collect_task_result(s, run, SuiteTask("toy_bf16", "bf16", "A"), H200_MEASURED)
     s.close()
     assert r.eager_tf32_us == pytest.approx(r.eager_us / 4, rel=1e-6)

@@ -214,26 +214,14 @@ def test_empty_run(tmp_path, monkeypatch, dot):
     assert "No best yet" in text and "evaluations" in text and "not recorded" in text
 
 
-def test_eager_in_tf32_is_a_row_and_a_fact_beside_eager(fake_run, tmp_path, monkeypatch):
+def test_eager_in_tf32_is_a_row_and_a_fact_beside_eager(fake_run, tmp_path, best_with_tf32):
     """A conv task's evaluation with eager timed both ways: the timing table has a row for
     cuDNN in TF32 and the speed-up line says which eager it is against."""
-    from cutegen.codegen.evaluation import Timing
-
     s = SqliteStorage(fake_run.db)
     run = s.get_run(fake_run.name)
-    best = s.get_best_node(run.id)
-    real = s.get_evaluation
-
-    def with_tf32(node_id):
-        ev = real(node_id)
-        if node_id != best.id or ev is None or ev.eager is None:
-            return ev
-        return replace(ev, eager_tf32=Timing.from_samples(
-            [v / 5 for v in ev.eager.samples_us]))
-
-    monkeypatch.setattr(s, "get_evaluation", with_tf32)
+    with_tf32 = best_with_tf32(s, run, 5.0)
     path = write_report(s, run, tmp_path, db=str(fake_run.db))
-    want = with_tf32(best.id).speedup_eager_tf32
+    want = with_tf32(s.get_best_node(run.id).id).speedup_eager_tf32
     s.close()
     page = Page(path.read_text(encoding="utf-8"))
     assert page.svgs.count("strip") == 3  # candidate, eager, eager in TF32
