@@ -21,6 +21,13 @@ from typing import Any
 HARNESS_VERSION = 5  # 5: C16 on bytes only, FLOPs beyond the roofline to ncu (2026-12-06)
 #: (3: spiky inputs, uninformative distributions left out, 2026-12-06)
 
+
+def judged_elsewhere(counts: Mapping[int, int]) -> dict[int, int]:
+    """Of ``{evaluator version: evaluations}`` (a run's, from the store), those another
+    version than :data:`HARNESS_VERSION` judged: a run with any is not continued (its
+    verdicts and times would mix two evaluators)."""
+    return {v: n for v, n in counts.items() if v != HARNESS_VERSION}
+
 #: Terminal escape sequences (colours, cursor moves) and the other control characters that
 #: compiler output carries; tabs and line breaks are kept.
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

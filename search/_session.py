@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
 from cutegen.codegen import toolchain
-from cutegen.codegen.evaluation import HARNESS_VERSION
+from cutegen.codegen.evaluation import HARNESS_VERSION, judged_elsewhere
 from cutegen.codegen.scratch import process_alive
 from cutegen.codegen.tasks import Task
 from cutegen.errors import ResumeMismatchError
@@ -108,7 +108,7 @@ def check_resume(run: FrozenRun, task: Task, versions: Mapping[str, str],
     changes += toolchain.diff(old, dict(versions))
     if old.get("gpu") and versions.get("gpu") and old["gpu"] != versions["gpu"]:
         changes.append(f"gpu: {old['gpu']} -> {versions['gpu']}")
-    other = {v: n for v, n in (harness or {}).items() if v != HARNESS_VERSION}
+    other = judged_elsewhere(harness or {})
     if other:
         judged = ", ".join(f"{n} by version {v}" for v, n in sorted(other.items()))
         changes.append(f"evaluator: its evaluations were judged {judged}; this cutegen "

@@ -167,7 +167,7 @@ def fold_pays(channels: int, taps_w: int, choices: list[int], fp32: bool) -> boo
 #: vector reads), output rows it computes (at most the rows there are), the widest input
 #: access in bits, threads per CTA, output channels a thread computes from each input span it
 #: reads (``out_chans``: 1 reads the input again for every output channel; more, halved to a
-#: divisor of the group's channels and to at most 64 sums a thread; not yet timed on a GPU,
+#: divisor of the group's channels and to at most 32 sums a thread; not yet timed on a GPU,
 #: offered as an initial variant).
 DIRECT_KNOBS = ({"outs": 0, "rows": 4, "vec_bits": 128, "threads": 256, "out_chans": 1},
                 {"outs": [0, 1, 2, 4, 8], "rows": [1, 2, 4, 8], "vec_bits": [32, 64, 128],

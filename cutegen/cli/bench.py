@@ -90,15 +90,14 @@ def _has_run(db: str, name: str) -> bool:
 def _judged_elsewhere(db: str, name: str) -> dict[int, int]:
     """``{version: evaluations}`` of the run ``name``'s evaluations that another evaluator
     version than this cutegen's judged (empty when none did)."""
-    from cutegen.codegen.evaluation import HARNESS_VERSION
+    from cutegen.codegen.evaluation import judged_elsewhere
     from cutegen.search.storage import SqliteStorage
 
     store = SqliteStorage(db)
     try:
-        counts = store.get_harness_versions(store.get_run(name).id)
+        return judged_elsewhere(store.get_harness_versions(store.get_run(name).id))
     finally:
         store.close()
-    return {v: n for v, n in counts.items() if v != HARNESS_VERSION}
 
 
 #: The bench's wall clock (a seam for tests).
