@@ -406,6 +406,10 @@ class Evaluation:
         kw = {k: v for k, v in d.items() if k in known}
         kw["stage"] = Stage[str(d["stage"]).upper()]
         kw["verdict"] = Verdict(d["verdict"])
+        # a record written before the field existed was judged by an older evaluator: version
+        # 0, as the SQLite store's count reads it (not this cutegen's, which would let a
+        # resumed run mix two evaluators' verdicts)
+        kw["harness_version"] = int(d.get("harness_version", 0))
         kw["details"] = tuple(d.get("details", ()))
         kw["flags"] = tuple(d.get("flags", ()))
         kw["kernels"] = tuple(d.get("kernels", ()))

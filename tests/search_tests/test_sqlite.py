@@ -15,6 +15,7 @@ import pytest
 from sqlite_utils import Database
 
 from cutegen.codegen.candidate import CandidateSource
+from cutegen.codegen.evaluation import Evaluation, Stage, Verdict
 from cutegen.codegen.rewriters.base import Move
 from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.errors import StorageError
@@ -136,6 +137,22 @@ def test_blobs_are_atomic_and_checked(tmp_path, task, run_config):
         s.get_source(n.id)
     s.close()
 
+
+def test_an_old_evaluation_without_a_version_reads_back_as_version_0(tmp_path, task, run_config):
+    """An evaluation row written before ``harness_version`` existed: the record read back and
+    the store's count agree on version 0 (the record read back as this cutegen's version)."""
+    s = SqliteStorage(tmp_path / "s.db")
+    run = s.create_run("r", run_config(task))
+    n = s.add_node(run.id, parent_id=None, source=CandidateSource("print(1)\n"), move=MOVE)
+    s.record_evaluation(n.id, Evaluation(candidate_sha256=n.source_sha256, task_sha256="t",
+                                                stage=Stage.VERIFY, verdict=Verdict.WRONG),
+                        reward=-1.0)
+    s._conn.execute("UPDATE evaluations SET evaluation_json = "
+                    "json_remove(evaluation_json, '$.harness_version')")
+    s._conn.commit()
+    assert s.get_evaluation(n.id).harness_version == 0
+    assert s.get_harness_versions(run.id) == {0: 1}
+    s.close()
 
 # -- E3 -------------------------------------------------------------------------------
 def _child(*args: str) -> subprocess.Popen:

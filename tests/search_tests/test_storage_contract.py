@@ -235,6 +235,18 @@ class TestStorageContract:
                                       reward=1.0)
         assert storage.get_harness_versions(run.id) == {3: 1, 5: 2}
 
+    def test_an_evaluation_stored_without_a_version_reads_as_version_0(self, storage, task,
+                                                                        run_config):
+        """A record from before the field existed: its count and the record read back agree
+        (the record read back as this cutegen's version while the count said 0)."""
+        run = storage.create_run("r1", run_config(task))
+        n = storage.add_node(run.id, parent_id=None, source=CandidateSource("a"), move=MOVE)
+        d = _eval(n).to_dict()
+        del d["harness_version"]
+        storage.record_evaluation(n.id, Evaluation.from_dict(d), reward=1.0)
+        assert storage.get_evaluation(n.id).harness_version == 0
+        assert storage.get_harness_versions(run.id) == {0: 1}
+
     # -- transactions ---------------------------------------------------------------
     def test_atomic_rolls_everything_back(self, storage, task, run_config):
         run = storage.create_run("r1", run_config(task))
