@@ -1,6 +1,7 @@
 """Time a bundled task's built-in candidate under several knob settings, side by side (GPU).
 
     python tools/conv_sweep.py conv3d_bf16 "tile_k=64" "stages=4" [--task T ...] [--runs 30]
+    python tools/conv_sweep.py KernelBench/level1/65_conv_transposed_2D....py block_stages=True
     python tools/conv_sweep.py conv3d_bf16 --once   (one warm call in an NVTX range "prof",
                                                      for ``ncu --nvtx --nvtx-include prof/``)
 
@@ -63,7 +64,8 @@ def _time(fn, runs: int, timer) -> float:
 def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
     import _famdata as fd
     import torch
-    tmod = _load(fd.task_path(task), f"task_{task}")
+    tag = Path(task).stem.replace(".", "_") if task.endswith(".py") else task
+    tmod = _load(fd.task_path(task), f"task_{tag}")
     torch.manual_seed(0)
     ref = tmod.Model(*tmod.get_init_inputs()).cuda().eval()
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in tmod.get_inputs()]
@@ -77,11 +79,11 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="conv_sweep_"))
     for label, extra in settings:
         src = fd.rendered(task, None, True, extra)
-        path = tmp / f"{task}_{len(rows)}.py"
+        path = tmp / f"{tag}_{len(rows)}.py"
         path.write_text(src)
         row = {"task": task, "setting": label}
         try:
-            cmod = _load(path, f"cand_{task}_{len(rows)}")
+            cmod = _load(path, f"cand_{tag}_{len(rows)}")
             model = cmod.ModelNew(*tmod.get_init_inputs()).cuda().eval()
             model.load_state_dict(ref.state_dict())
             with torch.no_grad():

@@ -48,6 +48,10 @@
 #                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
 #                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
 #                  (default, fold, paired) through the CLI (carry .kb)                  ~10
+#   conv-blocked   3xTF32 stages holding a block's hi and lo tiles (knob block_stages): the
+#                  side-by-side sweeps on KernelBench L1 65, 69, L2 10 and two bundled convs,
+#                  the GPU cases (-k block_stages), then L1 65, 69, 55, 57 searched with 3
+#                  evaluations (default, blocked, paired) through the CLI (carry .kb)     ~12
 #   direct-chans   the direct conv kernel with several output channels a thread (knob
 #                  out_chans): its GPU cases, then KernelBench L1 54, 59, 60, 66 and L2 57,
 #                  69 searched with 2 evaluations (default, then out_chans 4) (carry .kb) ~10
@@ -401,6 +405,22 @@ for s in "$@"; do
         step kb_paired 420 $py -m cutegen bench --kernelbench .kb --level 1 \
           --problems 76,67,87,64 --max-evals 3 --db /tmp/cutegen-kb_paired.db \
           --out "$out/kb_paired" --no-reports --max-minutes 6
+      fi ;;
+    conv-blocked)  # the thirty-seventh session: 3xTF32 stages holding a block's hi and lo
+      # tiles, each loaded once (knob block_stages; off by default until this runs it): the
+      # sweeps' conv kernels read their im2col A tiles at 2.4-3.3 TB/s whatever their FLOP
+      # rate, so a third fewer loads should show; if it wins and is correct, make it default
+      for t in $(ls .kb/level1/65_*.py .kb/level1/69_*.py .kb/level2/10_*.py 2>/dev/null) \
+          conv2d_fp32 conv_transpose2d_s1_fp32; do
+        step "sweep_blocked_$(basename "$t" .py | cut -c1-12)" 90 $py tools/conv_sweep.py "$t" \
+          block_stages=True paired=True
+      done
+      step conv_blocked_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py \
+        tests/families_tests/test_gemm_gpu.py -q -n 2 -p no:cacheprovider -k block_stages
+      if [ -d .kb/level1 ]; then
+        step kb_blocked 420 $py -m cutegen bench --kernelbench .kb --level 1 \
+          --problems 65,69,55,57 --max-evals 3 --db /tmp/cutegen-kb_blocked.db \
+          --out "$out/kb_blocked" --no-reports --max-minutes 6
       fi ;;
     direct-chans)  # the thirty-fifth session: out_chans for the direct conv kernel (off by
       # default until this times it; KernelBench L1 54 and 59 lost to eager with one channel

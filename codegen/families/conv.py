@@ -82,8 +82,14 @@ Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, 
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family), ``paired`` (3xTF32: the packed input and filter as (hi, lo) pairs, 8 bytes
 a value instead of the three slots' 12, read as the three k slots through the GEMM's
-``_stored_k``; off by default until a GPU has timed it, offered as an initial variant) and
-``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
+``_stored_k``; off by default until a GPU has timed it, offered as an initial variant),
+``block_stages`` (3xTF32, pairs: each pipeline stage holds a tile_k block's hi and lo tiles of
+both operands, loaded once, and runs the block's three WGMMA groups; stored as slots or read a
+slot at a time, A's hi tile is loaded twice from L2. Measured from the H100 sweeps' kernel
+times, the 3xTF32 conv kernels of KernelBench L1 55-71 and L2 4, 10, 17 all read their im2col
+A tiles at 2.4-3.3 TB/s whatever their FLOP rate (27-198 TF/s): bound by those loads, which
+this cuts by a third; off by default until a GPU has run it, offered as an initial variant)
+and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("zero-inserted", {"phased": False}),
     ("fold W taps", {"fold": True}),
     ("unfolded", {"fold": False}),
+    ("blocked 3xTF32 stages", {"block_stages": True}),
     ("paired 3xTF32 parts", {"paired": True}),
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
@@ -329,6 +336,9 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         values["phased"] = True
     if precision == "3xtf32":  # the packed input as (hi, lo) pairs: 8 bytes a value, not 12
         values["paired"] = False  # not yet measured on a GPU (the GEMM's pairs are)
+        # a stage holds a block's hi and lo tiles, each loaded once (two thirds of the im2col
+        # loads, which bound these kernels); not yet run on a GPU
+        values["block_stages"] = False
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
@@ -341,6 +351,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["phased"] = [False, True]
     if precision == "3xtf32":
         choices["paired"] = [False, True]
+        choices["block_stages"] = [False, True]
     if fuse:
         values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
     modes = plan.param("precision_modes")

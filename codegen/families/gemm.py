@@ -187,6 +187,8 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
             choices["precision"].append(precision)
     if fast_math_applies(plan.out_dtype, plan.epilogue):  # approximate epilogue transcendentals
         values["fast_math"], choices["fast_math"] = False, [False, True]
+    if precision == "3xtf32":  # a stage holds a block's hi and lo tiles (not yet run on a GPU)
+        values["block_stages"], choices["block_stages"] = False, [False, True]
     return values, choices
 
 

@@ -166,6 +166,8 @@ BUNDLED_NOT_COVERED: dict[str, str] = {}
 
 
 def task_path(name: str) -> Path:
+    if name.endswith(".py") and Path(name).is_file():  # a task file of one's own
+        return Path(name)
     for folder in (BUNDLED, TASKS, NEGATIVE, GEMM_TASKS, REDUCE_TASKS, GEMM19_TASKS, CONV_TASKS):
         p = folder / f"{name}.py"
         if p.is_file():

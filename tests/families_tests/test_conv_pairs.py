@@ -64,3 +64,35 @@ def test_every_k_slot_reads_its_taps_block_and_part(tmp_path_factory, blocks, ta
     assert len(seen) == blocks * taps
     for products in seen.values():  # A_hi B_hi + A_lo B_hi + A_hi B_lo, each once
         assert sorted(products) == [("hi", "hi"), ("hi", "lo"), ("lo", "hi")]
+
+
+def test_blocked_stages_store_pairs_and_plan_blocked(tmp_path):
+    """``block_stages`` implies the pairs its stages load (each block's hi and lo tiles)."""
+    cand = fd.rendered_module(tmp_path, "conv2d_fp32", block_stages=True)
+    conv = torch.nn.Conv2d(20, 24, 3, padding=1)
+    plan = cand._conv_plan(conv, (2, 20, 9, 10), tuple(conv.weight.shape), torch.float32,
+                           "3xtf32", cand._conv_spec())
+    assert plan["blocked"] and plan["paired"] and plan["parts_x"] == ("hi", "lo")
+    tf32 = cand._conv_plan(conv, (2, 20, 9, 10), tuple(conv.weight.shape), torch.float32,
+                           "tf32", cand._conv_spec())
+    assert not tf32["blocked"] and not tf32["paired"]
+
+
+@pytest.mark.parametrize("blocks,taps", [(1, 1), (1, 9), (3, 9), (5, 7)])
+def test_every_blocked_stage_reads_one_taps_block_and_its_three_products(tmp_path_factory,
+                                                                        blocks, taps):
+    """A blocked stage (the kernel's main-loop tile kt: stored tiles 2 kt and 2 kt + 1 of A
+    and of B) holds one tap's channel block, and BLOCK_SLOTS makes its three products."""
+    cand = fd.rendered_module(tmp_path_factory.mktemp("blocked"), "conv2d_fp32",
+                              block_stages=True)
+    stored_per_tap = 2 * blocks
+    n_stages = stored_per_tap * taps // 2  # size(gA, k) // 2, as the kernel counts them
+    for kt in range(n_stages):
+        tiles = [2 * kt, 2 * kt + 1]
+        taps_in = {t // stored_per_tap for t in tiles}
+        assert taps_in == {kt // blocks}  # one filter tap
+        assert {(t % stored_per_tap) // 2 for t in tiles} == {kt % blocks}  # one block
+        part = ("hi", "lo")
+        products = [(part[(2 * kt + pa) % 2], part[(2 * kt + pb) % 2])
+                    for pa, pb in cand.BLOCK_SLOTS]
+        assert sorted(products) == [("hi", "hi"), ("hi", "lo"), ("lo", "hi")]

@@ -31,6 +31,10 @@ import _cutegen_gemm_plans as gp  # registered by conftest.py
 import numpy as np
 import pytest
 
+#: What ptxas emits for a wgmma commit on a branch with no WGMMA of its own (a blocked
+#: stage's promotion inside its block, when the chunk ends there): an empty HGMMA that only
+#: closes the group.
+_EMPTY_COMMIT = "HGMMA.64x8x16.F16"
 #: SASS type suffix of the HGMMA per precision (fp16 inputs carry none).
 _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 _CAP = 1024
@@ -62,6 +66,12 @@ def _build_cases() -> list[dict]:
             for v in allowed:
                 if v != values[knob]:
                     cases.append({"name": name, "knobs": {knob: v}, "shape": main})
+    # blocked stages (a block's hi and lo tiles of both operands a stage): promoted every
+    # 4 K' tiles (inside blocks), every one, and in K slices
+    main = _capped(gp.shapes("gemm_fp32")[0])
+    for extra in ({}, {"promote": 1}, {"split_k": 2}):
+        cases.append({"name": "gemm_fp32", "knobs": {"block_stages": True, **extra},
+                      "shape": main})
     for name in gp.PLANS:  # approximate epilogue transcendentals, where offered
         if "fast_math" in gp.gemm_knobs_of(name)[1]:
             cases.append({"name": name, "knobs": {"fast_math": True},
@@ -127,7 +137,9 @@ def test_gemm_compiles_to_hgmma_without_spills(index, compiled):
     values, _ = gp.gemm_knobs_of(c["name"])
     values.update(c["knobs"])
     mma = gemm[0]["mma"]
-    hgmma = {op: n for op, n in mma.items() if op.startswith("HGMMA")}
+    hgmma = {op: n for op, n in mma.items() if op.startswith("HGMMA") and op != _EMPTY_COMMIT}
+    if _EMPTY_COMMIT in mma:  # only where a blocked stage promotes inside a block
+        assert values.get("block_stages") and values["promote"] not in (0, 1, 3), mma
     assert hgmma, f"no HGMMA in the GEMM kernel: {mma}"
     assert not any(op.startswith("HMMA") for op in mma), mma
     kdim = 8 if values["precision"] in ("tf32", "3xtf32") else 16
@@ -186,6 +198,30 @@ def test_a_one_row_linear_reads_its_bias_per_column(tmp_path):
     assert len(got) == 2
     for res in got:
         assert res["error"] is None, res["error"]
+
+
+@pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cutlass-dsl missing")
+@pytest.mark.slow
+def test_blocked_stages_load_each_tile_once_for_three_products(compiled):
+    """A blocked stage (``block_stages``) holds a block's hi and lo tiles of A and B and runs
+    its three products from them: per main-loop body three times the WGMMAs of a one-slot
+    stage and twice its TMA loads, i.e. four loads for three products where one-slot stages
+    make six (A_hi and B_hi each twice)."""
+    label = _capped(gp.shapes("gemm_fp32")[0])["label"]
+
+    def gemm_of(knobs):
+        i = next(i for i, c in enumerate(CASES) if c["name"] == "gemm_fp32"
+                 and c["knobs"] == knobs and c["shape"]["label"] == label)
+        assert compiled[i]["error"] is None, compiled[i]["error"]
+        return next(k for comp in compiled[i]["compiles"] for name, k in comp["kernels"].items()
+                    if "GemmKernel" in name)["mma"]
+
+    for extra in ({}, {"promote": 1}, {"split_k": 2}):
+        one, blocked = gemm_of(extra), gemm_of({"block_stages": True, **extra})
+        tf32 = [{op: n for op, n in m.items() if op.startswith("HGMMA") and ".TF32" in op}
+                for m in (one, blocked)]
+        assert sum(tf32[1].values()) == 3 * sum(tf32[0].values()), (extra, tf32)
+        assert blocked["UTMALDG"] == 2 * one["UTMALDG"], (extra, one, blocked)
 
 
 def _pack_kernels(res: dict, cls: str) -> list[dict]:

@@ -38,6 +38,11 @@ CASES += [("gemm_fp32", (("tile_n", 128),)), ("gemm_fp32", (("tile_m", 64),)),
           ("matmul_scale_residual_bf16", (("split_k", 4),)),
           ("matmul_logsumexp_bf16", (("split_k", 2),)), ("bmm_bf16", (("cluster_n", 2),)),
           ("linear_bf16", (("epilogue", "direct"),)), ("matmul_at_bf16", (("tile_m", 64),))]
+# blocked 3xTF32 stages (a block's hi and lo tiles a stage): promoted inside blocks (every
+# 4 K' tiles), after every K' tile, in K slices
+CASES += [("gemm_fp32", (("block_stages", True),)),
+          ("gemm_fp32", (("block_stages", True), ("promote", 1))),
+          ("gemm_fp32", (("block_stages", True), ("split_k", 2)))]
 
 #: Issue 17's bundled tasks at their public-benchmark sizes, rendered from recognition (ids
 #: start ``long-``; linear_mish_mish_fp32 and gemm_skinny_bf16 are plans above too): the

@@ -114,6 +114,13 @@ class _Emulator:
         k_tiles = -(-ka_ext // tk)
         if op.pairs[0]:
             k_tiles = k_tiles // 2 * 3
+        if op.blocked:  # a stage per block: its stored (hi, lo) tiles, the candidate's slots
+            slots = [(2 * (kt // 3) + self.cand.BLOCK_SLOTS[kt % 3][0],
+                      2 * (kt // 3) + self.cand.BLOCK_SLOTS[kt % 3][1])
+                     for kt in range(k_tiles)]
+        else:
+            slots = [(self.cand._stored_k(kt, op.pairs[0], 0),
+                      self.cand._stored_k(kt, op.pairs[1], 1)) for kt in range(k_tiles)]
 
         def tile(flat, rows, ld, bs, ext, batch, kt):
             k = kt * tk + torch.arange(tk)
@@ -123,16 +130,14 @@ class _Emulator:
 
         for batch in range(L):
             acc = torch.zeros(M, N, dtype=torch.float64)
-            for kt in range(k_tiles):
-                ka = self.cand._stored_k(kt, op.pairs[0], 0)
-                kb = self.cand._stored_k(kt, op.pairs[1], 1)
+            for ka, kb in slots:
                 a_t = tile(a, M, lda, a_bs, ka_ext, batch, ka)
                 acc += a_t @ tile(b, N, ldb, b_bs, kb_ext, batch, kb).T
             c[batch * M * N:(batch + 1) * M * N] = acc.reshape(-1).to(c.dtype)
 
 
 def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False, sms=None,
-            a_kind="a_k", b_kind="b_n", kept=None, held=()):
+            a_kind="a_k", b_kind="b_n", kept=None, held=(), blocked=False):
     """``_gemm_launch`` on the emulator (b_kind "b_k": b stored (N, K), a Linear's weight;
     kept: the call's ``kept`` pair; held: tensors of earlier calls the kernels may read)."""
     emu = _Emulator(cand)
@@ -147,6 +152,7 @@ def _launch(cand, monkeypatch, a, b, batched, split_k, paired, wave_split=False,
     monkeypatch.setattr(cand, "_gemm_compiled", {})
     monkeypatch.setattr(cand, "PAIRED_PARTS", paired)
     monkeypatch.setitem(cand.TUNABLES, "split_k", split_k)
+    monkeypatch.setitem(cand.TUNABLES, "block_stages", blocked)
     for t in held:
         emu.keep(t)
     M, N = a.shape[-2], (b.shape[-2] if b_kind == "b_k" else b.shape[-1])
@@ -167,17 +173,20 @@ _CASES = [  # (A shape, B shape, batched, split_k): ragged M, N and K against th
 ]
 
 
-@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("paired, blocked", [(True, False), (False, False), (True, True),
+                                             (False, True)])
 @pytest.mark.parametrize("a_shape, b_shape, batched, split_k", _CASES)
 def test_three_slots_of_either_storage_give_the_fp32_product(cand, monkeypatch, paired,
-                                                            a_shape, b_shape, batched,
-                                                            split_k):
+                                                            blocked, a_shape, b_shape,
+                                                            batched, split_k):
+    """... read a slot at a time or (blocked stages, pairs only) a block at a time."""
     g = torch.Generator().manual_seed(0)
     a = torch.randn(a_shape, generator=g)
     b = torch.randn(b_shape, generator=g)
-    out, emu = _launch(cand, monkeypatch, a, b, batched, split_k, paired)
+    out, emu = _launch(cand, monkeypatch, a, b, batched, split_k, paired, blocked=blocked)
     gemm = emu.kernels[0]
     assert gemm.pairs == (paired, paired)
+    assert gemm.blocked == (blocked and paired)  # slots stored: a slot a stage
     if split_k == 0:
         assert [type(k).__name__ for k in emu.kernels] == ["GemmKernel", "SplitReduceKernel"]
     want = a.double() @ b.double()
@@ -204,6 +213,26 @@ def test_slot_map_reads_each_product_once(cand):
         assert got == [(2 * j, 2 * j), (2 * j + 1, 2 * j), (2 * j, 2 * j + 1)]
         assert [cand._stored_k(3 * j + s, False, o) for s in range(3) for o in (0, 1)] == \
             [3 * j + s for s in range(3) for _ in (0, 1)]
+
+
+def test_blocked_slots_are_the_slot_maps_products(cand):
+    """A blocked stage's three products (BLOCK_SLOTS, its hi / lo tiles of A and of B) are
+    the three K' tiles' of the slot map: the same sum whichever way the stages hold it."""
+    for j in (0, 1, 7):
+        assert [(2 * j + pa, 2 * j + pb) for pa, pb in cand.BLOCK_SLOTS] == [
+            (cand._stored_k(3 * j + s, True, 0), cand._stored_k(3 * j + s, True, 1))
+            for s in range(3)]
+
+
+def test_wrong_block_slots_are_caught(cand, monkeypatch):
+    """The emulation of blocked stages can fail: A_lo B_lo in place of A_hi B_lo."""
+    monkeypatch.setattr(cand, "BLOCK_SLOTS", ((0, 0), (1, 0), (1, 1)))
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(40, 256, generator=g), torch.randn(256, 50, generator=g)
+    out, _ = _launch(cand, monkeypatch, a, b, False, 1, True, blocked=True)
+    want = a.double() @ b.double()
+    # ~2e-4 of the largest output here: 10x the right products' bound above
+    assert (out.double() - want).abs().max().item() > 5e-5 * want.abs().max().item()
 
 
 def test_a_wrong_slot_map_is_caught(cand, monkeypatch):
