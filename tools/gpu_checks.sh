@@ -48,10 +48,11 @@
 #                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
 #                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
 #                  (default, fold, paired) through the CLI (carry .kb)                  ~10
-#   conv-blocked   3xTF32 stages holding a block's hi and lo tiles (knob block_stages): the
-#                  side-by-side sweeps on KernelBench L1 65, 69, L2 10 and two bundled convs,
-#                  the GPU cases (-k block_stages), then L1 65, 69, 55, 57 searched with 3
-#                  evaluations (default, blocked, paired) through the CLI (carry .kb)     ~12
+#   conv-blocked   3xTF32 stages holding a block's hi and lo tiles (knob block_stages, the
+#                  fp32 conv default): side-by-side sweeps against one slot a stage on
+#                  KernelBench L1 57, 62, L2 4 and two bundled convs, the GPU cases
+#                  (-k block_stages), then L1 65, 69, 55, 57 searched with 3 evaluations
+#                  (default, one slot a stage, the next) through the CLI (carry .kb)     ~12
 #   direct-chans   the direct conv kernel with several output channels a thread (knob
 #                  out_chans): its GPU cases, then KernelBench L1 54, 59, 60, 66 and L2 57,
 #                  69 searched with 2 evaluations (default, then out_chans 4) (carry .kb) ~10
@@ -407,13 +408,13 @@ for s in "$@"; do
           --out "$out/kb_paired" --no-reports --max-minutes 6
       fi ;;
     conv-blocked)  # the thirty-seventh session: 3xTF32 stages holding a block's hi and lo
-      # tiles, each loaded once (knob block_stages; off by default until this runs it): the
-      # sweeps' conv kernels read their im2col A tiles at 2.4-3.3 TB/s whatever their FLOP
-      # rate, so a third fewer loads should show; if it wins and is correct, make it default
-      for t in $(ls .kb/level1/65_*.py .kb/level1/69_*.py .kb/level2/10_*.py 2>/dev/null) \
+      # tiles, each loaded once (knob block_stages, the fp32 conv default where three stages
+      # fit; 1.33-1.48x on KernelBench L1 55, 65, 69, L2 10 on an H100): one K' slot a stage
+      # against the default on more convs, the GPU cases, then KernelBench through the CLI
+      for t in $(ls .kb/level1/57_*.py .kb/level1/62_*.py .kb/level2/4_*.py 2>/dev/null) \
           conv2d_fp32 conv_transpose2d_s1_fp32; do
         step "sweep_blocked_$(basename "$t" .py | cut -c1-12)" 90 $py tools/conv_sweep.py "$t" \
-          block_stages=True paired=True
+          block_stages=False
       done
       step conv_blocked_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py \
         tests/families_tests/test_gemm_gpu.py -q -n 2 -p no:cacheprovider -k block_stages

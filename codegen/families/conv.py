@@ -82,14 +82,15 @@ Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, 
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family), ``paired`` (3xTF32: the packed input and filter as (hi, lo) pairs, 8 bytes
 a value instead of the three slots' 12, read as the three k slots through the GEMM's
-``_stored_k``; off by default until a GPU has timed it, offered as an initial variant),
-``block_stages`` (3xTF32, pairs: each pipeline stage holds a tile_k block's hi and lo tiles of
-both operands, loaded once, and runs the block's three WGMMA groups; stored as slots or read a
-slot at a time, A's hi tile is loaded twice from L2. Measured from the H100 sweeps' kernel
-times, the 3xTF32 conv kernels of KernelBench L1 55-71 and L2 4, 10, 17 all read their im2col
-A tiles at 2.4-3.3 TB/s whatever their FLOP rate (27-198 TF/s): bound by those loads, which
-this cuts by a third; off by default until a GPU has run it, offered as an initial variant)
-and ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
+``_stored_k``: the pack's memory, no time on an H100), ``block_stages`` (3xTF32, pairs: each
+pipeline stage holds a tile_k block's hi and lo tiles of both operands, loaded once, and runs
+the block's three WGMMA groups; stored as slots or read a slot at a time, A's hi tile is loaded
+twice from L2. From the H100 sweeps' kernel times, the 3xTF32 conv kernels of KernelBench L1
+55-71 and L2 4, 10, 17 all read their im2col A tiles at 2.4-3.3 TB/s whatever their FLOP rate
+(27-198 TF/s): bound by those loads, which this cuts by a third; 1.33-1.48x on four of them.
+The default where three blocked stages fit, :func:`blocked_pays`; the other side is the
+second initial candidate) and ``fast_math`` where a bf16 / fp16 epilogue has
+transcendentals.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("fold W taps", {"fold": True}),
     ("unfolded", {"fold": False}),
     ("blocked 3xTF32 stages", {"block_stages": True}),
-    ("paired 3xTF32 parts", {"paired": True}),
+    ("one K' slot a stage", {"block_stages": False}),
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
@@ -290,6 +291,23 @@ def channel_fusable(plan: Plan) -> bool:
     return int(plan.param("out_channels", 0)) <= 256
 
 
+#: fp32 words of one K' slot's A and B tiles, ``(tile_m + tile_n) * tile_k``, up to which a
+#: 3xTF32 conv's stages are blocked by default (knob ``block_stages``): a blocked stage holds
+#: twice that (64 KB at the bound), so three fit beside the epilogue's staging in shared
+#: memory. Measured side by side on an H100 (tools/conv_sweep.py, 2026-12-07, one slot a
+#: stage -> blocked): KernelBench L1 65 11.64 -> 7.85 ms, L1 69 8.92 -> 6.58, L1 55 10.82 ->
+#: 8.13, L2 10 22.06 -> 15.48 (128 x 64 and 128 x 128 tiles: four and three stages); the
+#: gemm family's fp32 default, 128 x 192 tiles (two blocked stages), went 10.09 -> 13.76 ms
+#: on gemm_fp32 8192^3: the ring starves.
+BLOCKED_MAX_SLOT_WORDS = 256 * 32
+
+
+def blocked_pays(tile_m: int, tile_n: int, tile_k: int) -> bool:
+    """Whether a 3xTF32 implicit GEMM with these tiles defaults to blocked stages (see
+    :data:`BLOCKED_MAX_SLOT_WORDS`)."""
+    return (tile_m + tile_n) * tile_k <= BLOCKED_MAX_SLOT_WORDS
+
+
 def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     """Default TUNABLES and TUNABLE_CHOICES of the file ``plan`` renders to (every value of
     every knob compiles with the others at their defaults)."""
@@ -335,10 +353,10 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     if phased:
         values["phased"] = True
     if precision == "3xtf32":  # the packed input as (hi, lo) pairs: 8 bytes a value, not 12
-        values["paired"] = False  # not yet measured on a GPU (the GEMM's pairs are)
+        values["paired"] = False  # implied by block_stages; alone it saves no time (H100)
         # a stage holds a block's hi and lo tiles, each loaded once (two thirds of the im2col
-        # loads, which bound these kernels); not yet run on a GPU
-        values["block_stages"] = False
+        # loads, which bound these kernels), where three such stages fit
+        values["block_stages"] = blocked_pays(tile_m, tile_n, tile_k)
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],

@@ -50,6 +50,9 @@ pytestmark = [pytest.mark.skipif(find_spec("cutlass") is None, reason="nvidia-cu
 _MMA_TYPE = {"bf16": ".BF16", "fp16": "", "tf32": ".TF32", "3xtf32": ".TF32"}
 #: (task, knob changes, shape index: 0 the main shape (batch capped), 1 the first
 #: VERIFY_SHAPE)
+#: 3xTF32 stages holding one K' slot, the operands stored as (hi, lo) pairs
+_ONE_SLOT_PAIRS = {"paired": True, "block_stages": False}
+
 CASES = [
     ("conv2d_fp32", {}, 0), ("rec_transposed_functional_fp32", {}, 0), ("conv1d_bf16", {}, 0),
     ("conv3d_softmax_maxpool_bf16", {}, 1), ("conv2d_batchnorm_scale_bf16", {}, 0),
@@ -74,15 +77,12 @@ CASES = [
     ("conv2d_deep_small_fp32", {}, 1), ("conv2d_deep_scale_relu_residual_bf16", {}, 0),
     ("conv2d_grouped_bf16", {"split_k": 2}, 0),
     ("rec_pointwise_short_k_fp32", {}, 0),  # 3xTF32, promoted after every k tile
-    # 3xTF32's packed input and filter as (hi, lo) pairs: forward, transposed, split-K
-    ("conv2d_fp32", {"paired": True}, 0), ("rec_transposed_functional_fp32", {"paired": True}, 0),
-    ("conv2d_deep_small_fp32", {"paired": True}, 1),
-    # ... and blocked stages (a block's hi and lo tiles a stage, each loaded once): forward,
-    # transposed, split-K, promoted after every K' tile
-    ("conv2d_fp32", {"block_stages": True}, 0),
-    ("rec_transposed_functional_fp32", {"block_stages": True}, 0),
-    ("conv2d_deep_small_fp32", {"block_stages": True}, 1),
-    ("rec_pointwise_short_k_fp32", {"block_stages": True}, 0),
+    # 3xTF32 one K' slot a stage (blocked stages are the fp32 default: a block's hi and lo
+    # tiles a stage, each loaded once), the packed input and filter as (hi, lo) pairs:
+    # forward, transposed, split-K; and as the three slots, promoted after every K' tile
+    ("conv2d_fp32", _ONE_SLOT_PAIRS, 0), ("rec_transposed_functional_fp32", _ONE_SLOT_PAIRS, 0),
+    ("conv2d_deep_small_fp32", _ONE_SLOT_PAIRS, 1),
+    ("rec_pointwise_short_k_fp32", {"block_stages": False}, 0),
     # the direct kernel with several output channels a thread (out_chans): 8 -> 64 channels
     # with a chain, and a depthwise conv whose channel multiplier 2 caps it at 2
     ("conv2d_avgpool_sigmoid_sum_fp32", {"out_chans": 4}, 0),
@@ -211,11 +211,11 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     assert pack.get("LDS.64", 0) > 0, pack  # channel pairs, one 64-bit shared read
     assert mma.get("UTMALDG.5D.IM2COL", 0) > 0, f"no im2col TMA loads: {mma}"
     assert mma.get("UTMALDG", 0) > 0, f"no tiled TMA loads of the filter: {mma}"
-    if values.get("block_stages"):  # the block's hi and lo tiles of each operand, once each
-        shape = CASES[index][2]
-        one = compiled[next(CASES.index(c) for c in ((name, {"paired": True}, shape),
-                                                     (name, {}, shape), (name, {}, 0))
-                            if c in CASES)]
+    shape = CASES[index][2]
+    one_slot = [c for c in ((name, _ONE_SLOT_PAIRS, shape), (name, {"block_stages": False},
+                                                             shape)) if c in CASES]
+    if values.get("block_stages") and one_slot:  # the block's hi and lo tiles, once each
+        one = compiled[CASES.index(one_slot[0])]
         one_mma = next(k for comp in one["compiles"] for n, k in comp["kernels"].items()
                        if "ConvKernel" in n and "Pack" not in n)["mma"]
         tf32 = [sum(n for op, n in m.items() if op.startswith(want)) for m in (one_mma, mma)]

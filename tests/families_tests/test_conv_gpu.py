@@ -89,26 +89,19 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           # 3xTF32's packed input (and filter) as (hi, lo) pairs read as three k slots: a
           # forward conv, the W-tap fold, split-K, a strided and a stride-1 transposed
           # conv, a 1-D strided one, channels fused into the epilogue
-          ("conv2d_fp32", (("paired", True),)),
-          ("conv2d_fp32", (("paired", True), ("fold", True))),
-          ("conv2d_fp32", (("paired", True), ("split_k", 4))),
-          ("conv1d_strided_fp32", (("paired", True),)),
-          ("conv_transpose2d_s1_fp32", (("paired", True),)),
-          ("rec_transposed_functional_fp32", (("paired", True),)),
-          ("conv_transpose3d_logsumexp_hardswish_fp32", (("paired", True),)),
-          ("conv2d_deep_small_fp32", (("paired", True),)),
-          # ... loaded a block (hi and lo tiles) a stage: forward, fold, split-K, transposed
-          # (strided and stride 1), 1-D strided, channels fused, few output tiles, a short K
-          # promoted after every K' tile
-          ("conv2d_fp32", (("block_stages", True),)),
-          ("conv2d_fp32", (("block_stages", True), ("fold", True))),
-          ("conv2d_fp32", (("block_stages", True), ("split_k", 4))),
-          ("conv1d_strided_fp32", (("block_stages", True),)),
-          ("conv_transpose2d_s1_fp32", (("block_stages", True),)),
-          ("rec_transposed_functional_fp32", (("block_stages", True),)),
-          ("conv_transpose3d_logsumexp_hardswish_fp32", (("block_stages", True),)),
-          ("conv2d_deep_small_fp32", (("block_stages", True),)),
-          ("rec_pointwise_short_k_fp32", (("block_stages", True),)),
+          ("conv2d_fp32", (("paired", True), ("block_stages", False),)),
+          ("conv2d_fp32", (("paired", True), ("block_stages", False), ("fold", True))),
+          ("conv2d_fp32", (("paired", True), ("block_stages", False), ("split_k", 4))),
+          ("conv1d_strided_fp32", (("paired", True), ("block_stages", False),)),
+          ("conv_transpose2d_s1_fp32", (("paired", True), ("block_stages", False),)),
+          ("rec_transposed_functional_fp32", (("paired", True), ("block_stages", False),)),
+          ("conv_transpose3d_logsumexp_hardswish_fp32", (("paired", True), ("block_stages", False),)),
+          ("conv2d_deep_small_fp32", (("paired", True), ("block_stages", False),)),
+          # blocked stages (a block's hi and lo tiles a stage) are the fp32 default: the
+          # default cases above run them; one K' slot a stage, the slots stored, here
+          ("conv2d_fp32", (("block_stages", False),)),
+          ("conv_transpose2d_s1_fp32", (("block_stages", False),)),
+          ("rec_pointwise_short_k_fp32", (("block_stages", False),)),
           # the direct kernel with several output channels a thread (out_chans; 2 where the
           # channel multiplier is 2)
           ("conv2d_avgpool_sigmoid_sum_fp32", (("out_chans", 4),)),

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(find_spec("cutlass") is None,
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_the_plan_stores_pairs_only_when_asked(tmp_path, paired):
-    cand = fd.rendered_module(tmp_path, "conv2d_fp32", paired=paired)
+    cand = fd.rendered_module(tmp_path, "conv2d_fp32", paired=paired, block_stages=False)
     conv = torch.nn.Conv2d(20, 24, 3, padding=1)
     x_shape, w_shape = (2, 20, 9, 10), tuple(conv.weight.shape)
     plan = cand._conv_plan(conv, x_shape, w_shape, torch.float32, "3xtf32", cand._conv_spec())
@@ -44,7 +44,8 @@ def test_the_plan_stores_pairs_only_when_asked(tmp_path, paired):
 
 @pytest.mark.parametrize("blocks,taps", [(1, 1), (1, 9), (3, 9), (2, 27), (5, 7)])
 def test_every_k_slot_reads_its_taps_block_and_part(tmp_path_factory, blocks, taps):
-    cand = fd.rendered_module(tmp_path_factory.mktemp("pairs"), "conv2d_fp32", paired=True)
+    cand = fd.rendered_module(tmp_path_factory.mktemp("pairs"), "conv2d_fp32", paired=True,
+                              block_stages=False)
     stored_per_tap = 2 * blocks  # k tiles of one tap in the packed (hi, lo) channels
     seen: dict[tuple[int, int], list[tuple[str, str]]] = {}
     k_tiles = 3 * blocks * taps  # K' as the kernel counts it: size(gA, k) // 2 * 3
