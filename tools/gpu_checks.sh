@@ -417,7 +417,8 @@ for s in "$@"; do
           block_stages=False
       done
       step conv_blocked_gpu 300 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py \
-        tests/families_tests/test_gemm_gpu.py -q -n 2 -p no:cacheprovider -k block_stages
+        tests/families_tests/test_gemm_gpu.py -q -n 2 -p no:cacheprovider \
+        -k "block_stages or (fp32 and (cluster or tile_m))"
       if [ -d .kb/level1 ]; then
         step kb_blocked 420 $py -m cutegen bench --kernelbench .kb --level 1 \
           --problems 65,69,55,57 --max-evals 3 --db /tmp/cutegen-kb_blocked.db \

@@ -71,8 +71,11 @@ for bmm, torch.tril / triu or an A that is a module's parameter; False: one laun
 ``promote`` (k tiles per accumulator promotion, 0: off; fp32 tasks only, whose tile_n
 choices stop at 192 so both fragments fit in registers) and
 ``precision`` (fp32 tasks: "3xtf32", plus "tf32" when the plan's ``precision_modes`` (or its
-default) admit it; bf16 / fp16 tasks: their own precision only), and ``fast_math`` (bf16 /
-fp16 outputs whose epilogue has a transcendental, e.g. Swish: approximate ``exp`` / ``tanh``).
+default) admit it; bf16 / fp16 tasks: their own precision only), ``fast_math`` (bf16 /
+fp16 outputs whose epilogue has a transcendental, e.g. Swish: approximate ``exp`` / ``tanh``)
+and ``block_stages`` (3xtf32 with pairs: a pipeline stage holds a tile_k block's hi and lo
+tiles of both operands, each loaded once, for the block's three WGMMA groups; off by default
+here, where the 128 x 192 tiles leave room for two such stages; the conv family's default).
 """
 
 from __future__ import annotations
@@ -187,7 +190,9 @@ def gemm_knobs(plan: Plan) -> tuple[dict, dict]:
             choices["precision"].append(precision)
     if fast_math_applies(plan.out_dtype, plan.epilogue):  # approximate epilogue transcendentals
         values["fast_math"], choices["fast_math"] = False, [False, True]
-    if precision == "3xtf32":  # a stage holds a block's hi and lo tiles (not yet run on a GPU)
+    if precision == "3xtf32":  # a stage holds a block's hi and lo tiles: off, as measured
+        # at the default 128 x 192 tiles (two such stages fit: 0.73x on gemm_fp32 8192^3,
+        # H100; the conv family's blocked_pays)
         values["block_stages"], choices["block_stages"] = False, [False, True]
     return values, choices
 

@@ -83,6 +83,8 @@ CASES = [
     ("conv2d_fp32", _ONE_SLOT_PAIRS, 0), ("rec_transposed_functional_fp32", _ONE_SLOT_PAIRS, 0),
     ("conv2d_deep_small_fp32", _ONE_SLOT_PAIRS, 1),
     ("rec_pointwise_short_k_fp32", {"block_stages": False}, 0),
+    # blocked stages in 2-CTA clusters (each operand's two tiles a stage multicast)
+    ("conv2d_fp32", {"cluster_m": 2}, 0), ("conv2d_fp32", {"cluster_n": 2, "tile_m": 64}, 0),
     # the direct kernel with several output channels a thread (out_chans): 8 -> 64 channels
     # with a chain, and a depthwise conv whose channel multiplier 2 caps it at 2
     ("conv2d_avgpool_sigmoid_sum_fp32", {"out_chans": 4}, 0),

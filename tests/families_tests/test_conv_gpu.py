@@ -102,6 +102,9 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_fp32", (("block_stages", False),)),
           ("conv_transpose2d_s1_fp32", (("block_stages", False),)),
           ("rec_pointwise_short_k_fp32", (("block_stages", False),)),
+          # blocked stages multicast in 2-CTA clusters, and with one consumer warp group
+          ("conv2d_fp32", (("cluster_m", 2),)), ("conv2d_fp32", (("cluster_n", 2),)),
+          ("conv_transpose2d_s1_fp32", (("tile_m", 64),)),
           # the direct kernel with several output channels a thread (out_chans; 2 where the
           # channel multiplier is 2)
           ("conv2d_avgpool_sigmoid_sum_fp32", (("out_chans", 4),)),
