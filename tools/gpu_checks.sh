@@ -44,10 +44,10 @@
 #                  CLI (carry .kb)                                                       ~8
 #   tf32-eager     eager timed again with cuDNN in TF32 (torch's default) where a task runs
 #                  cuDNN convs: the GPU test, then KernelBench L1 55 and 67 (carry .kb)   ~6
-#   conv-paired    3xTF32 convs with the packed input as (hi, lo) pairs (knob paired): the
-#                  GPU cases (-k paired), then paired off / on side by side on bundled fp32
-#                  convs, then KernelBench L1 76, 67, 87, 64 searched with 3 evaluations
-#                  (default, fold, paired) through the CLI (carry .kb)                  ~10
+#   conv-paired    3xTF32 convs with the packed input as (hi, lo) pairs read a slot a stage
+#                  (knob paired; no faster on an H100, 2026-12-07; the blocked default
+#                  stores pairs): the GPU cases (-k paired), then KernelBench L1 76 (its
+#                  25.8 GB pack as slots) and 87 through the CLI (carry .kb)             ~6
 #   conv-blocked   3xTF32 stages holding a block's hi and lo tiles (knob block_stages, the
 #                  fp32 conv default): side-by-side sweeps against one slot a stage on
 #                  KernelBench L1 57, 62, L2 4 and two bundled convs, the GPU cases
@@ -395,17 +395,14 @@ for s in "$@"; do
       step tf32_eager 300 $py -m pytest -m gpu tests/codegen_tests/test_evaluator_gpu.py -q \
         -p no:cacheprovider -k "tf32 or positive_control"
       kb_once kb_tf32 300 1 55,67 3 ;;
-    conv-paired)  # the thirty-fifth session: paired 3xTF32 parts for convs (off by default
-      # until this times it; if it wins where the pack dominates, make it the default)
+    conv-paired)  # the thirty-fifth session: paired 3xTF32 parts for convs; timed in the
+      # thirty-seventh (no faster a slot a stage; blocked stages, the default, store pairs)
       step conv_paired_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q \
         -n 2 -p no:cacheprovider -k paired
-      for t in conv1d_strided_fp32 conv2d_fp32 conv_transpose2d_s1_fp32; do
-        step "sweep_paired_$t" 60 $py tools/conv_sweep.py "$t" paired=True
-      done
       if [ -d .kb/level1 ]; then
-        step kb_paired 420 $py -m cutegen bench --kernelbench .kb --level 1 \
-          --problems 76,67,87,64 --max-evals 3 --db /tmp/cutegen-kb_paired.db \
-          --out "$out/kb_paired" --no-reports --max-minutes 6
+        step kb_paired 300 $py -m cutegen bench --kernelbench .kb --level 1 \
+          --problems 76,87 --max-evals 2 --db /tmp/cutegen-kb_paired.db \
+          --out "$out/kb_paired" --no-reports --max-minutes 4
       fi ;;
     conv-blocked)  # the thirty-seventh session: 3xTF32 stages holding a block's hi and lo
       # tiles, each loaded once (knob block_stages, the fp32 conv default where three stages
