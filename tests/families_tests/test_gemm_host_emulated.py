@@ -304,3 +304,11 @@ def test_a_wave_of_one_row_of_tiles_goes_to_k_slices(cand, monkeypatch):
     assert emu.kernels[1].splits == 4
     want = a.double() @ b.double()
     assert (out.double() - want).abs().max().item() <= 2e-5 * want.abs().max().item()
+
+
+def test_blocked_stages_without_pairs_are_refused(cand):
+    """The hosts ask for blocked stages only over operands stored as pairs; a kernel asked
+    otherwise says so instead of running one slot a stage in silence."""
+    with pytest.raises(ValueError, match="pairs"):
+        cand.GemmKernel(None, None, True, True, (128, 64, 32), (1, 1), 0, True, 1, "tma", 132,
+                        None, (), (), 0, pairs=(True, False), blocked=True)
