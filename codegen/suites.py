@@ -160,6 +160,37 @@ def load_suite(spec: str, *, _seen: tuple[str, ...] = ()) -> Suite:
     return Suite(name, str(d.get("description", "")), tuple(tasks), max_evals, str(p))
 
 
+def with_precision(suite: Suite, precision: str, folder: str | Path) -> Suite:
+    """``suite`` with every task in ``precision`` (:data:`cutegen.codegen.variants.PRECISIONS`):
+    itself for "native"; else each task not already of that dtype replaced by its variant
+    (:func:`cutegen.codegen.variants.make_variant`, files under ``folder``), of that dtype, in
+    the same tier, with the original's seed candidates (a seed written for one dtype only
+    fails its evaluation, and the search goes on). A KernelBench task's variant is searched
+    from its file, named after the task.
+
+    Raises:
+        TaskError: a task cannot be loaded, or its variant written.
+    """
+    if precision == "native":
+        return suite
+    from cutegen.codegen.tasks import load_kernelbench_task, resolve_task
+    from cutegen.codegen.variants import make_variant
+
+    tasks = []
+    for t in suite.tasks:
+        if t.dtype == precision:
+            tasks.append(t)
+            continue
+        kb = t.kernelbench
+        orig = load_kernelbench_task(*kb) if kb is not None else resolve_task(t.task)
+        v = make_variant(orig, precision, folder)
+        tasks.append(SuiteTask(str(v.path), precision, t.tier, t.seed_candidates))
+    return Suite(f"{suite.name}-{precision}",
+                 f"{suite.description}, as {precision} variants (floating-point inputs and "
+                 f"parameters cast; {precision}'s tolerance)", tuple(tasks), suite.max_evals,
+                 suite.source)
+
+
 def kernelbench_suite(root: str | Path, level: int, problems: Sequence[int] | None = None, *,
                       max_evals: int = 40) -> Suite:
     """A KernelBench level (all its problems, or those listed) as a suite; each task's dtype

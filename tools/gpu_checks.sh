@@ -31,6 +31,10 @@
 #                  KB_PROBLEMS=3,5,7 for those problems only                          n x ~9
 #   kb-sweep2      the same for level 2 (without KB_PROBLEMS: the 67 never run on a GPU,
 #                  GEMM and conv chains in turn, then the rest)                      n x ~9
+#   kb-bf16        PERFORMANCE.md tier B's bf16 variant (--precision bf16): its GPU test (five
+#                  bundled fp32 kinds), then KernelBench L1 19, 23, 24, 25, 26, 33, 36, 40, 47,
+#                  88, 95, 1 (KB_PROBLEMS to choose), one evaluation each, resumable (carry
+#                  .kb and .bench/bench_kbbf16.tar.xz)                                   n x ~9
 #   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, the argmin
 #                  fold's accuracy, KernelBench L1 47-49, 53 through the CLI and 51, 52 timed
 #                  folded and not (carry .kb)                                          ~10
@@ -704,6 +708,17 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
           ${problems:+--problems "$problems"}
       else
         echo "== $s: no .kb/level$level (carry .kb)" | tee -a "$out/steps.log"
+      fi ;;
+    kb-bf16)  # the thirty-eighth session's --precision bf16 (never run on a GPU): tier B's
+      # KernelBench problems as bf16 variants (inputs and parameters cast, 1e-2), resumable;
+      # first the variants of five bundled fp32 kinds through the evaluator
+      step variants_gpu 300 $py -m pytest -m gpu tests/codegen_tests/test_variants_gpu.py -q \
+        -n 2 -p no:cacheprovider
+      if [ -d .kb/level1 ]; then
+        bench_resumable kbbf16 1 --kernelbench .kb --level 1 --precision bf16 --no-reports \
+          --problems "${KB_PROBLEMS:-19,23,24,25,26,33,36,40,47,88,95,1}"
+      else
+        echo "== $s: no .kb/level1 (carry .kb)" | tee -a "$out/steps.log"
       fi ;;
     kb-list)  # KernelBench problems named by KB_L1 / KB_L2 (e.g. KB_L1=92,23 KB_L2=59)
       # through the CLI at upstream sizes, one evaluation each, the bench stopping itself

@@ -31,3 +31,20 @@ def eval_options(compile_only: bool, arch: str, gpu: int | None, timeout: float 
     if eval_timeout is not None:
         opts = dataclasses.replace(opts, eval_timeout_s=eval_timeout)
     return opts
+
+
+def precision_option(f: Any) -> Any:
+    return click.option(
+        "--precision", type=click.Choice(["native", "bf16"]), default="native",
+        show_default=True,
+        help="native: the task as written. bf16: its bf16 variant, the task's floating-point "
+             "inputs and parameters cast to bfloat16 and its outputs held to bf16's tolerance "
+             "(1e-2), a task file of its own written to variants/ beside the store "
+             "(PERFORMANCE.md tier B; fp32 and bf16 results never share a mean).")(f)
+
+
+def variants_folder(db: str) -> str:
+    """Where the precision variants of a store's tasks are written: variants/ beside it."""
+    from pathlib import Path
+
+    return str(Path(db).expanduser().parent / "variants")

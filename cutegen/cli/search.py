@@ -19,7 +19,13 @@ import click
 from cutegen import api
 from cutegen.cli.devices import device_options
 from cutegen.cli.llm import llm_options
-from cutegen.cli.options import DEFAULT_DB, db_option, eval_options
+from cutegen.cli.options import (
+    DEFAULT_DB,
+    db_option,
+    eval_options,
+    precision_option,
+    variants_folder,
+)
 from cutegen.errors import (
     DuplicatedRunError,
     GPURequiredError,
@@ -83,6 +89,7 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
               help="A KernelBench checkout; use with --level and --problem instead of TASK.")
 @click.option("--level", type=int, default=None, help="KernelBench level.")
 @click.option("--problem", type=int, default=None, help="KernelBench problem number.")
+@precision_option
 @budget_options
 @click.option("--run", "run_name", default=None,
               help="Name of the run (default: the task name and a timestamp).")
@@ -111,7 +118,8 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
 @profiling_options
 @llm_options(own_max_dollars=False)
 def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
-               problem: int | None, max_evals: int | None, max_minutes: float | None,
+               problem: int | None, precision: str, max_evals: int | None,
+               max_minutes: float | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
                seed_files: tuple[str, ...], compile_only: bool, arch: str,
@@ -132,6 +140,7 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
       cutegen search softmax_fp32 --max-evals 40
       cutegen search my_task.py --seed-candidate mine.py --max-minutes 30 --run try1
       cutegen search sum_rows_fp32 --compile-only --max-evals 10     (no GPU needed)
+      cutegen search --kernelbench ~/KernelBench --level 1 --problem 23 --precision bf16
       cutegen search softmax_fp32 --gpus all --max-evals 200         (every GPU here)
       cutegen search softmax_fp32 --backend ray --ray-address auto   (a Ray cluster)
     """
@@ -144,6 +153,11 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                     f"a run named {run_name!r} already exists in {db}; resume it with "
                     f"`cutegen resume {run_name}` or choose another --run name")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
+    if precision != "native":
+        from cutegen.codegen.variants import make_variant
+
+        t = make_variant(t, precision, variants_folder(db))
+        click.echo(f"{t.name}: the {precision} variant, {t.path}", err=True)
     if rewriter == "builtin" and llm_config is not None:
         rewriter = "mixed"  # a configured model makes `mixed` the default (DESIGN.md seams)
         click.echo("--model given: using --rewriter mixed", err=True)

@@ -360,6 +360,33 @@ def test_bench_command_with_the_fake_evaluator(tiny_suite, tmp_path, monkeypatch
     assert "choose another --run-prefix" in str(again.exception)
 
 
+def test_bench_in_bf16_runs_each_tasks_variant_in_a_mean_of_its_own(tiny_suite, tmp_path,
+                                                                    monkeypatch):
+    """--precision bf16: each fp32 task's bf16 variant (a file of its own beside the store),
+    in the bf16 means; a task already in bf16 is kept as it is."""
+    _no_gpu_needed(monkeypatch)
+    tasks = []
+
+    def make(task, settings, run_dir, storage):
+        tasks.append(task)
+        return FakeEvaluator(seed=2)
+
+    monkeypatch.setattr(api, "make_evaluator", make)
+    db = tmp_path / "b.db"
+    r = CliRunner().invoke(_cli(), ["bench", str(tiny_suite), "--db", str(db), "--no-ceilings",
+                                    "--run-prefix", "p", "--precision", "bf16"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    s = SqliteStorage(db)
+    runs = {x.name: x.config for x in s.list_runs()}
+    s.close()
+    assert set(runs) == {"p-toy_bf16", "p-toy_fp32_bf16"}  # the third has no seed
+    assert runs["p-toy_bf16"].task_path == str(tmp_path / "toy_bf16.py")
+    assert runs["p-toy_fp32_bf16"].task_path.startswith(str(tmp_path / "variants"))
+    assert {t.name for t in tasks} == {"toy_bf16", "toy_fp32_bf16"}
+    assert "| toy_fp32_bf16 | bf16 |" in r.stdout and "| toy_fp32 | fp32 |" not in r.stdout
+
+
 def test_a_bench_stopped_from_outside_leaves_the_table_so_far(tiny_suite, tmp_path,
                                                               monkeypatch):
     """The table is written after every task: a bench killed during a task (a job's time

@@ -386,3 +386,24 @@ def test_summary_says_when_the_best_is_slower_than_eager(capsys):
     print_summary(summary(1.84, 0.61))  # a conv: eager's cuDNN in TF32 said beside it
     out = capsys.readouterr().out
     assert "1.84x vs eager (0.61x vs eager with cuDNN in TF32, torch's default)" in out
+
+
+def test_search_in_bf16_runs_the_variant_and_resumes_it(cli, made, env, tmp_path):
+    """--precision bf16 searches the task's bf16 variant, a file of its own beside the store
+    (named after the task), and resume finds it there."""
+    r = invoke(cli, ["search", env["task"], "--precision", "bf16", "--seed-candidate",
+                     env["seed"], "--db", env["db"], "--max-evals", "2", "--run", "b"])
+    assert r.exit_code == 0, r.output
+    assert "toy_fp32_bf16: the bf16 variant" in r.stderr
+    s = SqliteStorage(env["db"])
+    cfg = s.get_run("b").config
+    s.close()
+    assert cfg.task_name == "toy_fp32_bf16"
+    path = tmp_path / "s" / "variants"
+    (variant,) = path.glob("*/toy_fp32_bf16.py")
+    assert cfg.task_path == str(variant.resolve())
+    assert variant.read_text().startswith(TASK_SRC) and "bfloat16" in variant.read_text()
+    r = invoke(cli, ["resume", "b", "--db", env["db"], "--max-evals", "4"])
+    assert r.exit_code == 0 and "evaluations 4" in r.stdout, r.output
+    bad = invoke(cli, ["search", env["task"], "--precision", "fp8", "--db", env["db"]])
+    assert bad.exit_code == 2 and "fp8" in bad.output

@@ -1,0 +1,112 @@
+"""Precision variants of a task: the same reference with its floating-point inputs and
+parameters in another dtype.
+
+PERFORMANCE.md's tier B runs KernelBench's fp32 problems as written (held to fp32's 1e-4)
+and **also as a bf16 variant** held to bf16's 1e-2 (the precision KernelBench's own harness
+offers with ``precision=bf16``); the two never share a mean. ``cutegen search --precision
+bf16`` and ``cutegen bench --precision bf16`` run such variants.
+
+A variant is a task file of its own: the original text unchanged, then a few lines that
+
+* wrap ``get_inputs`` so that every floating-point tensor it returns (also inside a list or
+  tuple) is cast to the variant's dtype; integer and bool tensors and Python scalars stay;
+* wrap ``Model.__init__`` so that the model's floating-point parameters and buffers are cast
+  after it is built (``Module.to(dtype)``). The class keeps its name and identity, so a
+  ``super(Model, self).__init__()`` in the task still resolves (a subclass bound to the same
+  name recursed there).
+
+Everything that runs the task (the capture, the trusted reference worker and its float64
+reference, the families' recognition) therefore sees the variant as any other task file: the
+float64 reference is computed from the variant's rounded inputs and parameters, and outputs
+are compared at the tolerance of their own dtype. A tensor a forward builds with torch's
+default dtype stays fp32 and promotes what it meets, as it would for a user casting the
+model. The file's text differs from the original's, so a run of it is a run of its own,
+identified by its own hash and resumed from its own path.
+
+The file is written atomically under ``FOLDER/<first 12 hex digits of the original's
+sha256>/<task name>_<dtype>.py`` (``cutegen`` uses the folder ``variants/`` beside the store),
+so the same task gives the same file every time and a resumed run finds it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cutegen.codegen.tasks import Task, load_task_file
+from cutegen.errors import TaskError
+
+#: The precisions a run may ask for: "native" (the task as written) or a variant's dtype.
+PRECISIONS = ("native", "bf16")
+
+#: torch's name of each variant dtype.
+_TORCH_DTYPE = {"bf16": "bfloat16"}
+
+#: Appended to the task's text (``{dtype}``: torch's name of the dtype). Names start with
+#: ``_cutegen_`` so as not to meet the task's own.
+_SUFFIX = '''
+
+# --- cutegen: the {tag} variant of this task (cutegen.codegen.variants): floating-point
+# --- inputs and parameters cast to torch.{dtype}; the text above is the original, unchanged
+import torch as _cutegen_torch
+
+
+def _cutegen_cast(value):
+    if isinstance(value, _cutegen_torch.Tensor) and value.is_floating_point():
+        return value.to(_cutegen_torch.{dtype})
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cutegen_cast(v) for v in value)
+    return value
+
+
+_cutegen_get_inputs = get_inputs
+
+
+def get_inputs(*args, **kwargs):
+    return _cutegen_cast(_cutegen_get_inputs(*args, **kwargs))
+
+
+_cutegen_model_init = Model.__init__
+
+
+def _cutegen_init_{tag}(self, *args, **kwargs):
+    _cutegen_model_init(self, *args, **kwargs)
+    self.to(_cutegen_torch.{dtype})
+
+
+Model.__init__ = _cutegen_init_{tag}
+'''
+
+
+def variant_source(source: str, precision: str) -> str:
+    """The text of ``source``'s variant in ``precision`` (a dtype tag of :data:`PRECISIONS`
+    other than "native").
+
+    Raises:
+        TaskError: an unknown precision.
+    """
+    if precision not in _TORCH_DTYPE:
+        raise TaskError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    return source + _SUFFIX.format(tag=precision, dtype=_TORCH_DTYPE[precision])
+
+
+def make_variant(task: Task, precision: str, folder: str | Path) -> Task:
+    """``task`` in ``precision``: ``task`` itself for "native", else its variant, written
+    under ``folder`` (see the module doc) unless the file there already holds that text.
+
+    Raises:
+        TaskError: an unknown precision, or the file cannot be written.
+    """
+    if precision == "native":
+        return task
+    text = variant_source(task.source, precision)
+    name = f"{task.name}_{precision}"
+    path = Path(folder).expanduser() / task.sha256[:12] / f"{name}.py"
+    try:
+        if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+            from cutegen.search.storage import write_atomic
+
+            write_atomic(path, text.encode("utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"cannot write the {precision} variant of {task.name} to {path}: "
+                        f"{e}") from e
+    return load_task_file(path, name=name, origin=task.origin)
