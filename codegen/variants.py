@@ -15,6 +15,11 @@ A variant is a task file of its own: the original text unchanged, then a few lin
   ``super(Model, self).__init__()`` in the task still resolves (a subclass bound to the same
   name recursed there).
 
+The built-in families copy ``Model``'s constructor into their candidates; for a variant the
+copy casts too (:func:`init_cast`), since the harness loads the reference's parameters into
+``ModelNew``'s own in their dtypes. A candidate of one's own (or an LLM's) should likewise
+build its parameters in the variant's dtype.
+
 Everything that runs the task (the capture, the trusted reference worker and its float64
 reference, the families' recognition) therefore sees the variant as any other task file: the
 float64 reference is computed from the variant's rounded inputs and parameters, and outputs
@@ -75,6 +80,29 @@ def _cutegen_init_{tag}(self, *args, **kwargs):
 
 Model.__init__ = _cutegen_init_{tag}
 '''
+
+
+def variant_dtype(source: str) -> str | None:
+    """torch's name of the dtype ``source`` is a variant in ("bfloat16"), or None for a task
+    that is no variant (its text does not end with a variant's lines)."""
+    for tag, dtype in _TORCH_DTYPE.items():
+        if source.endswith(_SUFFIX.format(tag=tag, dtype=dtype)):
+            return dtype
+    return None
+
+
+def init_cast(class_name: str, dtype: str) -> str:
+    """Lines that make ``class_name``'s constructor cast what it builds to ``dtype``, as a
+    variant's ``Model`` does: the built-in families copy ``Model``'s constructor into their
+    candidates (``cutegen.codegen.families.taskmodule``), and the harness loads the
+    reference's parameters into ``ModelNew``'s own, in their dtypes, so the copy must build
+    them in the variant's dtype too."""
+    return (f"\n\n\n_cutegen_task_init = {class_name}.__init__\n\n\n"
+            f"def _cutegen_task_init_cast(self, *args, **kwargs):\n"
+            f"    _cutegen_task_init(self, *args, **kwargs)\n"
+            f"    import torch as _cutegen_torch\n\n"
+            f"    self.to(_cutegen_torch.{dtype})\n\n\n"
+            f"{class_name}.__init__ = _cutegen_task_init_cast")
 
 
 def variant_source(source: str, precision: str) -> str:

@@ -7,12 +7,16 @@ simplest faithful way is to copy ``Model``'s class body without ``forward``: the
 the task's imports and simple module-level constants (``DTYPE = torch.bfloat16``) the class
 refers to; a class that needs anything else from the task file (a helper class or function)
 is reported, so recognition can say so instead of rendering a file that fails to import.
+The constructor of a precision variant (``cutegen.codegen.variants``) casts what it built,
+and so does the copy.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+
+from cutegen.codegen.variants import init_cast, variant_dtype
 
 #: Names a copied class may use without the task file defining them.
 _BUILTINS = frozenset(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builtins__))
@@ -90,7 +94,11 @@ def extract(source: str, *, name: str = "_TaskModule") -> TaskModule:
         copy = ast.fix_missing_locations(_RenameModel(name).visit(copy))
     order = [n for n in constants if n in needed]
     consts = "\n".join(ast.unparse(constants[n]) for n in order)
-    return TaskModule("\n".join(dict.fromkeys(imports)), consts, ast.unparse(copy))
+    cls = ast.unparse(copy)
+    cast = variant_dtype(source)
+    if cast is not None:  # a precision variant's Model casts what its constructor built
+        cls += init_cast(name, cast)
+    return TaskModule("\n".join(dict.fromkeys(imports)), consts, cls)
 
 
 def _assigned(node: ast.stmt) -> list[tuple[str, ast.expr]]:

@@ -142,3 +142,26 @@ def test_a_variant_is_recognised_as_a_bf16_task(tmp_path):
     assert props, "the bf16 variant of softmax_fp32 was not recognised"
     assert "out = _empty(shape, dtype=torch.float32" in native
     assert "out = _empty(shape, dtype=torch.bfloat16" in props[0].candidate.code
+
+
+def test_a_variants_candidate_builds_its_parameters_in_bf16(tmp_path):
+    """The families copy Model's constructor into the candidate; for a variant the copy casts
+    too, since the harness loads the reference's bf16 parameters into ModelNew's own in
+    their dtype (without it, the bf16 GEMM candidate of an fp32 Linear's variant held fp32
+    weights and its kernel read them as bf16)."""
+    from cutegen.codegen.families.moves import family_proposals
+    from cutegen.codegen.families.taskmodule import extract
+    from cutegen.codegen.tasks import load_bundled_task
+    from cutegen.codegen.variants import init_cast, variant_dtype
+
+    native = load_bundled_task("gemm_bias_relu_fp32")
+    v = make_variant(native, "bf16", tmp_path / "v")
+    assert variant_dtype(v.source) == "bfloat16" and variant_dtype(native.source) is None
+    assert init_cast("_TaskModule", "bfloat16") in extract(v.source).class_source
+    assert "_cutegen_task_init" not in extract(native.source).class_source
+    for task, want in ((native, torch.float32), (v, torch.bfloat16)):
+        path = tmp_path / f"cand_{want}.py".replace("torch.", "")
+        path.write_text(family_proposals(task)[0].candidate.code)
+        mod = _run(path)
+        model = mod.ModelNew(*_run(task.path).get_init_inputs())
+        assert {p.dtype for p in model.parameters()} == {want}
