@@ -34,8 +34,10 @@ def eval_options(compile_only: bool, arch: str, gpu: int | None, timeout: float 
 
 
 def precision_option(f: Any) -> Any:
+    from cutegen.codegen.variants import PRECISIONS
+
     return click.option(
-        "--precision", type=click.Choice(["native", "bf16"]), default="native",
+        "--precision", type=click.Choice(list(PRECISIONS)), default="native",
         show_default=True,
         help="native: the task as written. bf16: its bf16 variant, the task's floating-point "
              "inputs and parameters cast to bfloat16 and its outputs held to bf16's tolerance "
