@@ -1013,8 +1013,17 @@ _CUDNN_TF32_PREFIXES = ("conv", "_conv", "lstm", "gru", "rnn_")
 
 def _cudnn_tf32_calls() -> Any:
     """A TorchFunctionMode that records, in ``names``, the torch functions called under it
-    that cuDNN runs in TF32 by default (:data:`_CUDNN_TF32_PREFIXES`)."""
+    that cuDNN runs in TF32 by default (:data:`_CUDNN_TF32_PREFIXES`) on fp32 operands: TF32
+    applies to fp32 only, so a bf16 or fp16 conv (a bf16 task, or a task's bf16 variant)
+    runs the same with the flag on, and timing it again gave a second "eager" that was the
+    first one again."""
+    import torch
     from torch.overrides import TorchFunctionMode
+
+    def fp32(v: Any) -> bool:
+        if isinstance(v, torch.Tensor):
+            return v.dtype == torch.float32
+        return isinstance(v, (list, tuple)) and any(fp32(x) for x in v)
 
     class Calls(TorchFunctionMode):
         def __init__(self) -> None:
@@ -1024,7 +1033,8 @@ def _cudnn_tf32_calls() -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             name = getattr(func, "__name__", "")
-            if name.startswith(_CUDNN_TF32_PREFIXES) and not name.startswith("convert"):
+            if (name.startswith(_CUDNN_TF32_PREFIXES) and not name.startswith("convert")
+                    and (fp32(args) or fp32(list((kwargs or {}).values())))):
                 self.names.add(name)
             return func(*args, **(kwargs or {}))
 

@@ -629,7 +629,9 @@ def test_input_distributions_are_checked_before_the_reference_runs(tmp_path, dis
 def test_the_calls_cudnn_runs_in_tf32_by_default_are_seen():
     """The baselines time eager a second time with cuDNN in TF32 (torch's default) only where
     the forward calls what cuDNN runs in TF32: convolutions (modules and functional, forward
-    and transposed) and recurrent layers; a Linear or a matmul is not one of them."""
+    and transposed) and recurrent layers on fp32 operands; a Linear or a matmul is not one of
+    them, nor a bf16 conv (it ran the same with the flag on: a bf16 conv task's "TF32" eager
+    was its eager timed twice)."""
     import torch.nn as nn
     import torch.nn.functional as F
 
@@ -639,7 +641,14 @@ def test_the_calls_cudnn_runs_in_tf32_by_default_are_seen():
              (nn.LSTM(4, 5, batch_first=True), (torch.randn(2, 3, 4),), {"lstm"}),
              (nn.GRU(4, 5), (torch.randn(3, 2, 4),), {"gru"}),
              (nn.Linear(4, 4), (torch.randn(2, 4),), set()),
-             (lambda a: (a @ a).to(torch.float64).sum(), (torch.randn(4, 4),), set())]
+             (lambda a: (a @ a).to(torch.float64).sum(), (torch.randn(4, 4),), set()),
+             # TF32 is for fp32 operands only: a bf16 conv or LSTM runs the same either way
+             (nn.Conv2d(3, 4, 3).to(torch.bfloat16),
+              (torch.randn(1, 3, 8, 8, dtype=torch.bfloat16),), set()),
+             (nn.LSTM(4, 5).to(torch.bfloat16), (torch.randn(3, 2, 4, dtype=torch.bfloat16),),
+              set()),
+             (lambda x: F.conv1d(x, weight=torch.randn(3, 2, 2)), (torch.randn(1, 2, 5),),
+              {"conv1d"})]
     for fn, args, names in cases:
         seen = refworker._cudnn_tf32_calls()
         with torch.no_grad(), seen:
