@@ -35,6 +35,9 @@
 #                  bundled fp32 kinds), then KernelBench L1 19, 23, 24, 25, 26, 33, 36, 40, 47,
 #                  88, 95, 1 (KB_PROBLEMS to choose), one evaluation each, resumable (carry
 #                  .kb and .bench/bench_kbbf16.tar.xz)                                   n x ~9
+#   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
+#                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
+#                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
 #   fold-gpu       the strided fold (odd columns): its reduce tasks on the GPU, the argmin
 #                  fold's accuracy, KernelBench L1 47-49, 53 through the CLI and 51, 52 timed
 #                  folded and not (carry .kb)                                          ~10
@@ -720,6 +723,14 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       else
         echo "== $s: no .kb/level1 (carry .kb)" | tee -a "$out/steps.log"
       fi ;;
+    mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
+      # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
+      step mish_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        tests/families_tests/test_conv_gpu.py tests/families_tests/test_gemm_gpu.py -q -n 3 \
+        -p no:cacheprovider -k "mish"
+      [ ! -d .kb/level2 ] || step mish_sweep 120 $py tools/conv_sweep.py .kb/level2/4_*.py \
+        block_stages=False --runs 20
+      kb_once kb_mish 300 2 4,29,47,87 ;;
     kb-list)  # KernelBench problems named by KB_L1 / KB_L2 (e.g. KB_L1=92,23 KB_L2=59)
       # through the CLI at upstream sizes, one evaluation each, the bench stopping itself
       # after KB_MINUTES (default 4) per level so that its table is written (carry .kb)

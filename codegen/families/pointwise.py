@@ -53,6 +53,19 @@ def _softplus(a: str, beta: float) -> str:
     return core if beta == 1 else f"({core} * {_num(1.0 / beta)})"
 
 
+def _mish(a: str) -> str:
+    """x * tanh(softplus(x)) with one exp and one division: with e = exp(x),
+    tanh(log(1 + e)) = ((1 + e)^2 - 1) / ((1 + e)^2 + 1) = p / (p + 2), p = e (e + 2), no
+    cancellation anywhere (as x -> -inf, p / (p + 2) -> e as it should). x is clamped to 20
+    first: e^20 (e + 2) stays far from fp32's overflow, and there p / (p + 2) is 1 in fp32,
+    as tanh(softplus(x)) is from x = 9 on. Against the float64 mish, over 3 million fp32
+    points in [-100, 100] emulated on the CPU: at most 2.7e-7 relative (2.1e-7 for the
+    exp, log1p and tanh it replaces, which took about four times the instructions: an fp32
+    conv's Mish-Mish epilogue cost more than its 3xTF32 main loop saved by blocked stages)."""
+    e = _fm("exp", f"_vmin({a}, 20.0)")
+    return f"({a} * _mish_ratio({e}))"
+
+
 def _pow(a: str, b: str, n: PwNode) -> str:
     e = n.param("exponent_value")
     if e is not None:
@@ -140,7 +153,7 @@ EXPRESSIONS: dict[str, Callable[[list[str], PwNode], str]] = {
     "softplus": lambda a, n: _softplus(a[0], float(n.param("beta", 1.0))),
     "hardsigmoid": lambda a, n: _hardsigmoid(a[0]),
     "hardswish": lambda a, n: f"({a[0]} * {_hardsigmoid(a[0])})",
-    "mish": lambda a, n: f"({a[0]} * {_fm('tanh', _softplus(a[0], 1.0))})",
+    "mish": lambda a, n: _mish(a[0]),
     "cast": lambda a, n: (f"{a[0]}.to({_ROUND[n.param('dtype')]}).to(Float32)"
                           if n.param("dtype") in _ROUND else a[0]),
     "identity": lambda a, n: a[0],
