@@ -51,7 +51,10 @@ _TORCH_DTYPE = {"bf16": "bfloat16"}
 _SUFFIX = '''
 
 # --- cutegen: the {tag} variant of this task (cutegen.codegen.variants): floating-point
-# --- inputs and parameters cast to torch.{dtype}; the text above is the original, unchanged
+# --- inputs and parameters cast to torch.{dtype}; the text above is the original, unchanged.
+# --- A candidate's ModelNew must build its parameters in torch.{dtype} too (e.g. end its
+# --- __init__ with self.to(torch.{dtype})): the harness loads Model's values into ModelNew's
+# --- own parameters, which keep their dtype.
 import torch as _cutegen_torch
 
 

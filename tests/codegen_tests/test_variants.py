@@ -165,3 +165,15 @@ def test_a_variants_candidate_builds_its_parameters_in_bf16(tmp_path):
         mod = _run(path)
         model = mod.ModelNew(*_run(task.path).get_init_inputs())
         assert {p.dtype for p in model.parameters()} == {want}
+
+
+def test_an_llm_asked_for_a_variants_kernel_is_told_to_build_bf16_parameters(tmp_path):
+    """The prompts carry the task's text, so the variant's own lines say what its candidates
+    must do: build their parameters in bf16 (the harness keeps ModelNew's dtypes)."""
+    from cutegen.codegen.prompting import focus_hints, initial_prompt
+
+    (tmp_path / "t.py").write_text(TASK)
+    v = make_variant(load_task_file(tmp_path / "t.py"), "bf16", tmp_path / "v")
+    user = initial_prompt(v, focus=focus_hints("initial")[0]).user
+    assert TASK.splitlines()[5] in user  # the original text
+    assert "ModelNew must build its parameters in torch.bfloat16" in user
