@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cutegen.cli.options import precision_option
 from cutegen.codegen.backend import require_gpu
 
 
@@ -30,6 +31,7 @@ def task_options(f: Any) -> Any:
 @click.command("eval")
 @click.argument("args", nargs=-1, required=True, metavar="[TASK] CANDIDATE")
 @task_options
+@precision_option
 @click.option("--json", "as_json", is_flag=True, help="Print the Evaluation as JSON.")
 @click.option("--compile-only", is_flag=True,
               help="Only compile (works without a GPU, for --arch) and summarise the SASS.")
@@ -48,7 +50,7 @@ def task_options(f: Any) -> Any:
               show_default=True,
               help="Seconds the calls and output checks may take together.")
 def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
-             problem: int | None, as_json: bool, compile_only: bool, arch: str, runs: int,
+             problem: int | None, precision: str, as_json: bool, compile_only: bool, arch: str, runs: int,
              no_baselines: bool, gpu: int | None, run_dir: str, compile_timeout: float,
              timeout: float, eval_timeout: float) -> None:
     """Evaluate one CANDIDATE file against TASK and print the verdict.
@@ -64,6 +66,8 @@ def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
       cutegen eval softmax_bf16 my_softmax.py
       cutegen eval softmax_bf16 my_softmax.py --compile-only     (no GPU needed)
       cutegen eval --kernelbench ~/KernelBench --level 1 --problem 23 cand.py --json
+      cutegen eval softmax_fp32 my_bf16_softmax.py --precision bf16   (its bf16 variant,
+                                                        written to RUN_DIR/variants/)
     """
     from cutegen.codegen.backend import EvalOptions
     from cutegen.codegen.candidate import CandidateSource
@@ -81,6 +85,10 @@ def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
     if task is not None and kernelbench is not None:
         raise click.UsageError("give TASK or --kernelbench, not both")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
+    if precision != "native":
+        from cutegen.codegen.variants import make_variant
+
+        t = make_variant(t, precision, Path(run_dir) / "variants")
     cand = CandidateSource.from_path(candidate)
     if not compile_only:
         require_gpu("verifying and timing a candidate")

@@ -41,7 +41,8 @@ def precision_option(f: Any) -> Any:
         show_default=True,
         help="native: the task as written. bf16: its bf16 variant, the task's floating-point "
              "inputs and parameters cast to bfloat16 and its outputs held to bf16's tolerance "
-             "(1e-2), a task file of its own written to variants/ beside the store "
+             "(1e-2), a task file of its own written to variants/ beside the store (eval: "
+             "under --run-dir) "
              "(PERFORMANCE.md tier B; fp32 and bf16 results never share a mean).")(f)
 
 
