@@ -35,6 +35,10 @@
 #                  bundled fp32 kinds), then KernelBench L1 19, 23, 24, 25, 26, 33, 36, 40, 47,
 #                  88, 95, 1 (KB_PROBLEMS to choose), one evaluation each, resumable (carry
 #                  .kb and .bench/bench_kbbf16.tar.xz)                                   n x ~9
+#   conv-split-a   split A (knob split_a: the conv's input stored once in fp32, its lo parts
+#                  made in shared memory; thirty-eighth session, never run): its GPU cases,
+#                  then sweeps against the blocked default on KernelBench L1 65, 57, 62, 55,
+#                  L2 10 and conv2d_fp32 (carry .kb)                                   ~8
 #   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
 #                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
 #                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
@@ -723,6 +727,15 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       else
         echo "== $s: no .kb/level1 (carry .kb)" | tee -a "$out/steps.log"
       fi ;;
+    conv-split-a)  # split A (thirty-eighth session, never run on a GPU): correctness
+      # first (a wrong lo buffer shows as wrong outputs, a bad barrier as a hang), then time
+      step split_a_gpu 330 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
+        -p no:cacheprovider -k "split_a"
+      for t in $(ls .kb/level1/65_*.py .kb/level1/57_*.py .kb/level1/62_*.py \
+          .kb/level1/55_*.py .kb/level2/10_*.py 2>/dev/null) conv2d_fp32; do
+        step "sweep_split_a_$(basename "$t" .py | cut -c1-12)" 90 $py tools/conv_sweep.py "$t" \
+          split_a=True --runs 20
+      done ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
       # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
       step mish_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \

@@ -89,8 +89,12 @@ twice from L2. From the H100 sweeps' kernel times, the 3xTF32 conv kernels of Ke
 55-71 and L2 4, 10, 17 all read their im2col A tiles at 2.4-3.3 TB/s whatever their FLOP rate
 (27-198 TF/s): bound by those loads, which this cuts by a third; 1.33-1.48x on four of them.
 The default where three blocked stages fit, :func:`blocked_pays`; the other side is the
-second initial candidate) and ``fast_math`` where a bf16 / fp16 epilogue has
-transcendentals.
+second initial candidate), ``split_a`` (blocked; thirty-eighth session, not yet run on a GPU,
+so off and the third initial candidate: the packed input stored once, in fp32, loaded once a
+block, the tensor cores reading its words as A_hi while the consumer warp groups write their
+rows' lo parts into the stage's second A buffer: half the A bytes of the blocked stages again,
+and the input's pack writes 4 bytes a value instead of 8; GemmKernel's ``split_a``) and
+``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 
 from __future__ import annotations
@@ -122,6 +126,7 @@ CONV_VARIANTS: tuple[tuple[str, dict[str, object]], ...] = (
     ("unfolded", {"fold": False}),
     ("blocked 3xTF32 stages", {"block_stages": True}),
     ("one K' slot a stage", {"block_stages": False}),
+    ("split A: its lo parts made in shared memory", {"split_a": True}),
     ("cluster 2x1", {"cluster_m": 2}),
     ("fast math", {"fast_math": True}),
     ("tile_n 128", {"tile_n": 128}),
@@ -357,6 +362,9 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         # a stage holds a block's hi and lo tiles, each loaded once (two thirds of the im2col
         # loads, which bound these kernels), where three such stages fit
         values["block_stages"] = blocked_pays(tile_m, tile_n, tile_k)
+        # blocked, the input stored once in fp32 and its lo parts made in shared memory by
+        # the consumers: half the A bytes again (not yet measured on a GPU: off)
+        values["split_a"] = False
     choices = {"tile_m": [64, 128], "tile_n": tile_ns, "tile_k": tile_ks,
                "cluster_m": [1, 2], "cluster_n": [1, 2], "stages": [0, 2, 3, 4, 6],
                "raster": ["m", "n"], "swizzle": [1, 2, 4, 8],
@@ -370,6 +378,7 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
     if precision == "3xtf32":
         choices["paired"] = [False, True]
         choices["block_stages"] = [False, True]
+        choices["split_a"] = [False, True]
     if fuse:
         values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
     modes = plan.param("precision_modes")

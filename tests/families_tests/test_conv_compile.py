@@ -83,6 +83,9 @@ CASES = [
     ("conv2d_fp32", _ONE_SLOT_PAIRS, 0), ("rec_transposed_functional_fp32", _ONE_SLOT_PAIRS, 0),
     ("conv2d_deep_small_fp32", _ONE_SLOT_PAIRS, 1),
     ("rec_pointwise_short_k_fp32", {"block_stages": False}, 0),
+    # split A: the input stored once in fp32, its lo parts made in shared memory by the
+    # consumers (forward and stride-1 transposed)
+    ("conv2d_fp32", {"split_a": True}, 0), ("rec_transposed_functional_fp32", {"split_a": True}, 0),
     # blocked stages in 2-CTA clusters (each operand's two tiles a stage multicast)
     ("conv2d_fp32", {"cluster_m": 2}, 0), ("conv2d_fp32", {"cluster_n": 2, "tile_m": 64}, 0),
     # the direct kernel with several output channels a thread (out_chans): 8 -> 64 channels
@@ -210,13 +213,15 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
     if split:
         assert summed[0]["ops"].get("LDG.E.128", 0) > 0, summed[0]["ops"]
     pack = [k for n, k in kernels.items() if "ConvPackKernel" in n][0]["ops"]
-    assert pack.get("LDS.64", 0) > 0, pack  # channel pairs, one 64-bit shared read
+    if not values.get("split_a"):  # split A: the input stored once, no pairs
+        assert pack.get("LDS.64", 0) > 0, pack  # channel pairs, one 64-bit shared read
     assert mma.get("UTMALDG.5D.IM2COL", 0) > 0, f"no im2col TMA loads: {mma}"
     assert mma.get("UTMALDG", 0) > 0, f"no tiled TMA loads of the filter: {mma}"
     shape = CASES[index][2]
     one_slot = [c for c in ((name, _ONE_SLOT_PAIRS, shape), (name, {"block_stages": False},
                                                              shape)) if c in CASES]
-    if values.get("block_stages") and one_slot:  # the block's hi and lo tiles, once each
+    if values.get("block_stages") and one_slot and not values.get("split_a"):
+        # the block's hi and lo tiles, once each
         one = compiled[CASES.index(one_slot[0])]
         one_mma = next(k for comp in one["compiles"] for n, k in comp["kernels"].items()
                        if "ConvKernel" in n and "Pack" not in n)["mma"]
@@ -224,6 +229,18 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         assert tf32[1] == 3 * tf32[0], tf32
         loads = [m["UTMALDG.5D.IM2COL"] + m["UTMALDG"] for m in (one_mma, mma)]
         assert loads[1] == 2 * loads[0], (one_mma, mma)
+    if values.get("split_a"):  # against the blocked default: the same three products, the
+        # input's tile loaded once a block instead of its hi and lo tiles, the filter's both;
+        # the consumers read the fp32 tile and write its lo parts in shared memory
+        blocked = compiled[CASES.index((name, {}, shape))]
+        b_mma = next(k for comp in blocked["compiles"] for n, k in comp["kernels"].items()
+                     if "ConvKernel" in n and "Pack" not in n)["mma"]
+        tf32 = [sum(n for op, n in m.items() if op.startswith(want)) for m in (b_mma, mma)]
+        assert tf32[0] == tf32[1], tf32
+        assert 2 * mma["UTMALDG.5D.IM2COL"] == b_mma["UTMALDG.5D.IM2COL"], (b_mma, mma)
+        assert mma["UTMALDG"] == b_mma["UTMALDG"], (b_mma, mma)
+        assert ops.get("LDS", 0) >= 2 * 64 * values["tile_k"] // 128, ops
+        assert values["block_stages"] and conv[0].get("frame", 0) == 0, conv[0]  # no spills
 
 
 def test_group_norm_statistics_keep_four_loads_in_flight(compiled):

@@ -105,6 +105,22 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           # blocked stages multicast in 2-CTA clusters, and with one consumer warp group
           ("conv2d_fp32", (("cluster_m", 2),)), ("conv2d_fp32", (("cluster_n", 2),)),
           ("conv_transpose2d_s1_fp32", (("tile_m", 64),)),
+          # split A (the input stored once in fp32, its lo parts made in shared memory by
+          # the consumers; thirty-eighth session, not yet run on a GPU): forward, the W-tap
+          # fold, split-K, 1-D strided, stride-1 and strided transposed, channels fused into
+          # the epilogue, a short K promoted after every K' tile, 2-CTA clusters, one
+          # consumer warp group
+          ("conv2d_fp32", (("split_a", True),)),
+          ("conv2d_fp32", (("split_a", True), ("fold", True))),
+          ("conv2d_fp32", (("split_a", True), ("split_k", 4))),
+          ("conv1d_strided_fp32", (("split_a", True),)),
+          ("conv_transpose2d_s1_fp32", (("split_a", True),)),
+          ("rec_transposed_functional_fp32", (("split_a", True),)),
+          ("conv_transpose3d_logsumexp_hardswish_fp32", (("split_a", True),)),
+          ("rec_pointwise_short_k_fp32", (("split_a", True),)),
+          ("conv2d_fp32", (("split_a", True), ("cluster_m", 2))),
+          ("conv2d_fp32", (("split_a", True), ("cluster_n", 2))),
+          ("conv_transpose2d_s1_fp32", (("split_a", True), ("tile_m", 64))),
           # the direct kernel with several output channels a thread (out_chans; 2 where the
           # channel multiplier is 2)
           ("conv2d_avgpool_sigmoid_sum_fp32", (("out_chans", 4),)),

@@ -97,3 +97,42 @@ def test_every_blocked_stage_reads_one_taps_block_and_its_three_products(tmp_pat
         products = [(part[(2 * kt + pa) % 2], part[(2 * kt + pb) % 2])
                     for pa, pb in cand.BLOCK_SLOTS]
         assert sorted(products) == [("hi", "hi"), ("hi", "lo"), ("lo", "hi")]
+
+
+def test_split_a_stores_the_input_once_and_the_filter_as_pairs(tmp_path):
+    """``split_a``: the packed input once in fp32 (C' = Cgp, the launch geometry's C' too),
+    the filter as (hi, lo) pairs (the kernel reads its C' as twice the input's), blocked."""
+    cand = fd.rendered_module(tmp_path, "conv2d_fp32", split_a=True)
+    conv = torch.nn.Conv2d(20, 24, 3, padding=1)
+    plan = cand._conv_plan(conv, (2, 20, 9, 10), tuple(conv.weight.shape), torch.float32,
+                           "3xtf32", cand._conv_spec())
+    assert plan["split_a"] and plan["blocked"] and plan["paired"]
+    assert plan["parts_x"] == ("x",) and plan["parts_w"] == ("hi", "lo")
+    assert plan["xp_shape"][-1] == plan["cgp"] == fd.launch_int(plan["runs"][0]["geo"][4])
+    tf32 = cand._conv_plan(conv, (2, 20, 9, 10), tuple(conv.weight.shape), torch.float32,
+                           "tf32", cand._conv_spec())
+    assert not tf32["split_a"] and not tf32["blocked"]
+    with pytest.raises(ValueError, match="split A takes blocked stages"):
+        cand.GemmKernel(cand.TFloat32, cand.Float32, True, True, (128, 64, 32), (1, 1), 0,
+                        True, 1, "direct", 132, None, (), (), 0, pairs=(True, True),
+                        blocked=True, split_a=True)
+
+
+def test_split_a_parts_make_the_products_of_3xtf32():
+    """The arithmetic GemmKernel._split_lo does (written again here on fp32 bits, to check
+    the claims its doc makes): the tensor
+    cores read the stored word as A_hi (its top 19 bits), lo = x - A_hi exactly, rounded to
+    tf32; A_hi + lo is x within 2^-22 |x|, and each is a tf32 value."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(200_000, generator=g) * 10 ** torch.randint(-6, 7, (200_000,),
+                                                                       generator=g),
+                   torch.tensor([0.0, -0.0, 1.0, -3.0, 1e-30, 3.4e38])]).float()
+    bits = x.view(torch.int32)
+    hi = (bits & -8192).view(torch.float32)
+    d = x - hi
+    assert torch.equal((hi.double() + d.double()).float(), x)  # exact
+    lo = ((d.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
+    for part in (hi, lo):  # tf32 values: the tensor cores drop nothing more
+        assert torch.equal(part.view(torch.int32) & 8191, torch.zeros_like(bits))
+    err = (hi.double() + lo.double() - x.double()).abs()
+    assert (err <= 2.0 ** -22 * x.double().abs()).all()
