@@ -35,9 +35,9 @@ so the same task gives the same file every time and a resumed run finds it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from cutegen.codegen.atomic import write_atomic
 from cutegen.codegen.tasks import Task, load_task_file
 from cutegen.errors import TaskError
 
@@ -121,19 +121,6 @@ def variant_source(source: str, precision: str) -> str:
     return source + _SUFFIX.format(tag=precision, dtype=_TORCH_DTYPE[precision])
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file beside it and ``os.replace``: a reader
-    sees the old file or the whole new one (the variant is derived, so a crash loses
-    nothing a later call does not write again)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def make_variant(task: Task, precision: str, folder: str | Path) -> Task:
     """``task`` in ``precision``: ``task`` itself for "native", else its variant, written
     under ``folder`` (see the module doc) unless the file there already holds that text.
@@ -148,7 +135,7 @@ def make_variant(task: Task, precision: str, folder: str | Path) -> Task:
     path = Path(folder).expanduser() / task.sha256[:12] / f"{name}.py"
     try:
         if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-            _write_atomic(path, text)
+            write_atomic(path, text.encode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise TaskError(f"cannot write the {precision} variant of {task.name} to {path}: "
                         f"{e}") from e

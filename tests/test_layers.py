@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # frozen records and the pure readers of tasks, suites and numbers
     ("records", ("=cutegen", "cutegen.errors", "=cutegen.codegen", "cutegen.codegen.evaluation",
                  "cutegen.codegen.candidate", "cutegen.codegen.tasks", "cutegen.codegen.suites",
-                 "cutegen.codegen.variants",
+                 "cutegen.codegen.variants", "cutegen.codegen.atomic",
                  "cutegen.codegen.stats", "cutegen.codegen.numerics", "cutegen.codegen.roofline",
                  "cutegen.codegen.toolchain", "cutegen.codegen.inputs",
                  "=cutegen.benchmarks")),

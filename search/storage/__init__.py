@@ -5,6 +5,7 @@ are tested by one shared suite. Records are frozen dataclasses from ``_records``
 call is kept as the client's own record, :class:`cutegen.codegen.llm.LLMCall`.
 """
 
+from cutegen.codegen.atomic import write_atomic
 from cutegen.search.storage._base import (
     BaseStorage,
     StoreBaselineCache,
@@ -12,7 +13,6 @@ from cutegen.search.storage._base import (
     SweepsTemporaries,
     check_run_name,
 )
-from cutegen.search.storage._blobs import write_atomic
 from cutegen.search.storage._inmemory import InMemoryStorage
 from cutegen.search.storage._records import (
     RUN_STATUSES,

@@ -11,56 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
 from pathlib import Path, PurePosixPath
 
+from cutegen.codegen.atomic import TMP_SUFFIX, write_atomic
 from cutegen.errors import StorageError
-
-_TMP_SUFFIX = ".tmp"
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so renames in it are durable (a no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + ``os.replace`` + folder fsync.
-
-    Raises:
-        OSError: the write failed (the temporary file is removed; ``path`` is untouched).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would outlive the rename
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def _umask() -> int:
-    """The process's umask (read by setting it, so set it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 class BlobStore:
@@ -109,7 +63,7 @@ class BlobStore:
         n = 0
         if not self.root.is_dir():
             return 0
-        for p in self.root.rglob(f".*{_TMP_SUFFIX}"):
+        for p in self.root.rglob(f".*{TMP_SUFFIX}"):
             with contextlib.suppress(OSError):
                 p.unlink()
                 n += 1

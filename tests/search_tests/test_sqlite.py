@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
+import cutegen.codegen.atomic as atomic_mod
 from cutegen.codegen.candidate import CandidateSource
 from cutegen.codegen.evaluation import Evaluation, Stage, Verdict
 from cutegen.codegen.rewriters.base import Move
@@ -21,7 +22,6 @@ from cutegen.codegen.rewriters.builtin import BuiltinRewriter
 from cutegen.errors import StorageError
 from cutegen.search import Budget, NodeState, Search, SearchParams
 from cutegen.search.storage import SqliteStorage
-from cutegen.search.storage import _blobs as blobs_mod
 from cutegen.search.storage._schema import STEPS, apply_migrations
 from cutegen.testing import FakeEvaluator
 
@@ -115,7 +115,7 @@ def test_blob_write_failure_leaves_no_row(tmp_path, task, run_config, monkeypatc
     def full(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(blobs_mod.os, "replace", full)
+    monkeypatch.setattr(atomic_mod.os, "replace", full)  # the blobs' writer
     with pytest.raises(StorageError, match="No space left"):
         s.add_node(run.id, parent_id=None, source=CandidateSource("x"), move=MOVE)
     assert s.get_nodes(run.id) == []
