@@ -60,8 +60,8 @@ def _mish(a: str) -> str:
     first: e^20 (e + 2) stays far from fp32's overflow, and there p / (p + 2) is 1 in fp32,
     as tanh(softplus(x)) is from x = 9 on. Against the float64 mish, over 3 million fp32
     points in [-100, 100] emulated on the CPU: at most 2.7e-7 relative (2.1e-7 for the
-    exp, log1p and tanh it replaces, which took about four times the instructions: an fp32
-    conv's Mish-Mish epilogue cost more than its 3xTF32 main loop saved by blocked stages)."""
+    exp, log1p and tanh it replaces). KernelBench L2 4's fp32 conv kernel (a Mish-Mish
+    epilogue) went from 9,280 to 6,800 SASS instructions; its time is not yet measured."""
     e = _fm("exp", f"_vmin({a}, 20.0)")
     return f"({a} * _mish_ratio({e}))"
 
