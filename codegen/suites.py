@@ -81,15 +81,25 @@ _DTYPE_NAMES = {"bf16": ("bfloat16",), "fp16": ("float16", "half"), "fp64": ("fl
 def dtype_of_file(path: str | Path) -> str:
     """The dtype tag of a task file, read (not run) from its ``get_inputs``: "bf16" where it
     names ``torch.bfloat16`` or calls ``.bfloat16()``, else "fp16" / "fp64" likewise, else
-    "fp32" (also for a file that does not parse or has no ``get_inputs``). KernelBench level 1
+    "fp32" (also for a file that does not parse or has no ``get_inputs``). Where the file
+    defines it more than once, the last definition counts; a variant written by
+    :func:`cutegen.codegen.variants.make_variant` has its variant's dtype. KernelBench level 1
     problem 97 builds fp16 inputs; its times must not join the fp32 means."""
     import ast
 
+    from cutegen.codegen.variants import variant_dtype
+
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(text)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return "fp32"
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+    cast = variant_dtype(text)  # a variant's get_inputs casts through a helper of its own
+    if cast is not None:
+        return next((tag for tag, spell in _DTYPE_NAMES.items() if cast in spell), "fp32")
+    # the last definition is the one the module's import leaves bound (a file may define
+    # get_inputs twice, a later one wrapping an earlier one)
+    fn = next((n for n in reversed(tree.body) if isinstance(n, ast.FunctionDef)
                and n.name == "get_inputs"), None)
     names = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)} if fn else set()
     return next((tag for tag, spell in _DTYPE_NAMES.items() if names & set(spell)), "fp32")

@@ -126,6 +126,26 @@ def test_kernelbench_task_dtype_is_read_from_its_inputs(tmp_path):
     assert dtype_of_file(tmp_path / "missing.py") == "fp32"
 
 
+def test_task_dtype_is_read_from_the_last_get_inputs(tmp_path):
+    """A file that defines get_inputs twice runs the last one (an appended wrapper that casts
+    the first one's tensors): its dtype is that one's, not the first's."""
+    f = tmp_path / "task.py"
+    f.write_text("import torch\n\ndef get_inputs():\n    return [torch.rand(2, 3)]\n\n"
+                 "_first = get_inputs\n\ndef get_inputs():\n"
+                 "    return [t.to(torch.bfloat16) for t in _first()]\n")
+    assert dtype_of_file(f) == "bf16"
+
+
+def test_a_variant_file_has_its_variants_dtype(tmp_path):
+    """A bf16 variant's get_inputs casts through a helper of its own: read from the file
+    alone (a suite of the user's own listing it), it is bf16, not the original's fp32."""
+    from cutegen.codegen.tasks import resolve_task
+    from cutegen.codegen.variants import make_variant
+
+    v = make_variant(resolve_task("gelu_scale_bias_fp32"), "bf16", tmp_path)
+    assert dtype_of_file(v.path) == "bf16"
+
+
 def test_dtype_of():
     assert [dtype_of(n) for n in ("softmax_bf16", "x_fp16_y", "kb_L1_P23", "bf16x")] == [
         "bf16", "fp16", "fp32", "fp32"]
