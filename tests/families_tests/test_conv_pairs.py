@@ -116,6 +116,12 @@ def test_split_a_stores_the_input_once_and_the_filter_as_pairs(tmp_path):
         cand.GemmKernel(cand.TFloat32, cand.Float32, True, True, (128, 64, 32), (1, 1), 0,
                         True, 1, "direct", 132, None, (), (), 0, pairs=(True, True),
                         blocked=True, split_a=True)
+    # each consumer warp group writes the lo parts of the 64 rows it reads: a 256-row tile
+    # (the atom repeated along M) would leave half of them unwritten
+    with pytest.raises(ValueError, match="split A takes tile_m 64 or 128"):
+        cand.GemmKernel(cand.TFloat32, cand.Float32, True, True, (256, 64, 32), (1, 1), 0,
+                        True, 1, "direct", 132, None, (), (), 0, pairs=(False, True),
+                        blocked=True, split_a=True)
 
 
 def test_split_a_parts_make_the_products_of_3xtf32():
