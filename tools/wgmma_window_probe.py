@@ -1,0 +1,176 @@
+"""Probe: can a tf32 WGMMA read its A operand as a window of a shared-memory buffer that
+starts at any row, not only at a multiple of 8? (the question a halo-tile conv turns on).
+
+    CUTE_DSL_ARCH=sm_90a python tools/wgmma_window_probe.py --compile-only   (CPU: SASS check)
+    python tools/wgmma_window_probe.py                                       (GPU: values too)
+
+A halo-tile implicit-GEMM conv would load a block of input pixels (with the filter's reach
+around it) into shared memory once and let each filter tap's WGMMAs read that block shifted
+by ``r * w_box + s`` pixel rows, instead of gathering one im2col tile per tap (KernelBench's
+3xTF32 convs are bound by those gathers: 2.4-3.3 TB/s, BENCHMARKS.md). With the swizzled
+layouts the GEMMs use, a shifted view is no descriptor (the swizzle pattern repeats every 8
+rows). This probe lays A out without a swizzle (the ``K_INTER`` atom) tiled rows-first, so
+element (r, c) sits at ``(c // 4) * ROWS * 4 + 4 r + c % 4`` (words): every run of 8 rows of 4
+words is one contiguous 128-byte core matrix wherever it starts, and a window at row ``s``
+is the same layout 16 * s bytes further on. One warp group sums, over the shifts in SHIFTS,
+``A[s:s + 64] @ B.T`` (tf32 in, fp32 out) with WGMMAs reading those windows.
+
+Found on the CPU (nvidia-cutlass-dsl 4.8.1, 2026-12-07): it compiles; the PTX descriptors
+carry no swizzle, LBO = ROWS x 16 bytes (the next 4-column chunk), SBO = 128 bytes, and
+each window's start is the buffer's + 16 s bytes; the SASS has the 20 HGMMA.64x64x8 (5
+shifts x 4 k steps). On a GPU this also compares the values with float64 products of the
+same inputs, tf32 values all (exit status 1 on a mismatch: a window read at the wrong rows is
+off by the values' own size): whether the hardware reads such a
+window as the layout says is what the GPU answers.
+
+A development probe, not part of the evaluator or of any candidate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+# the DSL reads where to keep its SASS when it is imported
+DUMP = None
+if __name__ == "__main__" and "--compile-only" in sys.argv[1:]:
+    DUMP = tempfile.mkdtemp(prefix="wgmma_window_probe_")
+    os.environ.update(CUTE_DSL_KEEP="ptx,cubin,sass", CUTE_DSL_DUMP_DIR=DUMP)
+
+import cutlass  # noqa: E402
+import cutlass.cute as cute  # noqa: E402
+from cutlass import Float32, TFloat32  # noqa: E402
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup  # noqa: E402
+from cutlass.cute.nvgpu.warpgroup import mma as _wg_mma  # noqa: E402
+from cutlass.memory import SmemAllocator  # noqa: E402
+
+ROWS = 80  # the buffer's rows: 64 + room for the largest shift
+TK = 32  # columns (the k extent): 8 chunks of 4 tf32 words
+TN = 64  # B's rows (the product's columns)
+SHIFTS = (0, 1, 2, 9, 13)  # window starts, most not multiples of 8
+
+
+@dataclasses.dataclass(frozen=True)
+class MmaTF32Op(warpgroup.MmaOp):
+    """wgmma .f32.tf32.tf32 (the DSL has no wrapper; as the gemm template builds it)."""
+
+    def _make_trait(self, *, loc=None, ip=None, **kwargs):
+        shape = _wg_mma._pack_shape(self.shape_mnk, loc=loc, ip=ip)
+        ty = _wg_mma._cute_nvgpu_ir.MmaAtomSM90Type.get(
+            shape.type.attribute, self.a_major_mode._to_ir(), self.b_major_mode._to_ir(),
+            TFloat32.mlir_type, TFloat32.mlir_type, Float32.mlir_type, self.a_src._to_ir())
+        return _wg_mma.MmaF16BF16Trait(_wg_mma.make_atom(
+            ty, [cutlass.Boolean(False).ir_value(loc=loc, ip=ip)], loc=loc, ip=ip))
+
+
+class WindowProbe:
+    @cute.jit
+    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        self.kernel(a_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
+
+    @cute.kernel
+    def kernel(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        tidx, _, _ = cute.arch.thread_idx()
+        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
+                                                TFloat32)
+        smem = SmemAllocator()
+        s_a = smem.allocate_tensor(TFloat32, cute.tile_to_shape(inter, (ROWS, TK), (0, 1)),
+                                   byte_alignment=1024)
+        s_b = smem.allocate_tensor(TFloat32, cute.tile_to_shape(inter, (TN, TK), (0, 1)),
+                                   byte_alignment=1024)
+        g_a = cute.make_tensor(a_ptr, cute.make_layout((ROWS, TK), stride=(TK, 1)))
+        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, TK), stride=(TK, 1)))
+        for i in range(tidx, ROWS * TK, 128):
+            s_a[(i // TK, i % TK)] = g_a[(i // TK, i % TK)]
+        for i in range(tidx, TN * TK, 128):
+            s_b[(i // TK, i % TK)] = g_b[(i // TK, i % TK)]
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+        op = MmaTF32Op(TFloat32, TFloat32, Float32, (64, TN, 8),
+                       warpgroup.OperandSource.SMEM, OperandMajorMode.K, OperandMajorMode.K)
+        mma = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
+        mma.set(warpgroup.Field.ACCUMULATE, True)
+        thr = mma.get_slice(tidx)
+        acc = cute.make_rmem_tensor(thr.partition_shape_C((64, TN)), Float32)
+        acc.fill(0.0)
+        frag_b = mma.make_fragment_B(thr.partition_B(s_b))
+        # rows [s, s + 64) of s_a: the buffer's strides, 16 s bytes further on
+        window = cute.make_layout(((8, 8), (4, TK // 4)), stride=((4, 32), (1, ROWS * 4)))
+        for j in cutlass.range_constexpr(len(SHIFTS)):
+            view = cute.make_tensor(s_a.iterator + SHIFTS[j] * 4, window)
+            frag_a = mma.make_fragment_A(thr.partition_A(view))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(frag_a, mode=[2])):
+                cute.gemm(mma, acc, frag_a[(None, None, kb)], frag_b[(None, None, kb)], acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+        g_c = cute.make_tensor(c_ptr, cute.make_layout((64, TN), stride=(TN, 1)))
+        out = thr.partition_C(g_c)
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            out[i] = acc[i]
+
+
+def tf32_values(t):
+    """t with each fp32 word's low 13 bits cleared: values tf32 holds exactly, so the
+    tensor cores' reading of them (truncating or rounding) cannot be what a check sees."""
+    import torch
+
+    return (t.view(torch.int32) & -8192).view(torch.float32)
+
+
+def expected(a, b):
+    """sum over SHIFTS of A[s:s+64] @ B.T in float64."""
+    a64, b64 = a.double(), b.double()
+    return sum(a64[s:s + 64] @ b64.T for s in SHIFTS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile for CUTE_DSL_ARCH (sm_90a) and count the HGMMAs; no GPU")
+    args = ap.parse_args(argv)
+    import torch
+    from cutlass.cute.runtime import make_ptr
+
+    probe = WindowProbe()
+    if args.compile_only:
+        ptrs = [make_ptr(t, 1 << s, cute.AddressSpace.gmem, assumed_align=16)
+                for t, s in ((TFloat32, 20), (TFloat32, 24), (Float32, 28))]
+        cute.compile(probe, *ptrs)
+        sass = "".join(p.read_text() for p in Path(DUMP or ".").glob("*.sass"))
+        if DUMP:
+            shutil.rmtree(DUMP, ignore_errors=True)
+        n = sass.count("HGMMA.64x64x8.F32.TF32")
+        want = len(SHIFTS) * TK // 8
+        print(f"compiled: {n} HGMMA.64x64x8.F32.TF32 in the SASS (want {want})")
+        return 0 if n == want else 1
+    if not torch.cuda.is_available():
+        print("no CUDA device: run with --compile-only", file=sys.stderr)
+        return 2
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = tf32_values(torch.randn(ROWS, TK, device="cuda", generator=g))
+    b = tf32_values(torch.randn(TN, TK, device="cuda", generator=g))
+    c = torch.full((64, TN), float("nan"), device="cuda")
+    ptrs = [make_ptr(TFloat32, a.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+            make_ptr(TFloat32, b.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+            make_ptr(Float32, c.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)]
+    cute.compile(probe, *ptrs)(*ptrs)
+    torch.cuda.synchronize()
+    want = expected(a, b)
+    err = (c.double() - want).abs().max().item()
+    scale = want.abs().max().item()
+    ok = err <= 1e-5 * scale
+    print(f"{torch.cuda.get_device_name()}: max |error| {err:.3g} of max |value| {scale:.3g} "
+          f"over shifts {SHIFTS}: {'windows read as laid out' if ok else 'MISMATCH'}")
+    if not ok:
+        print("the WGMMA windows did not read the rows the layout names", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
