@@ -1,5 +1,6 @@
 """Probe: can a tf32 WGMMA read its A operand as a window of a shared-memory buffer that
-starts at any row, not only at a multiple of 8? (the question a halo-tile conv turns on).
+starts at any row, not only at a multiple of 8? And can one TMA load fill such a buffer with a
+halo tile of an image? (the two questions a halo-tile conv turns on).
 
     CUTE_DSL_ARCH=sm_90a python tools/wgmma_window_probe.py --compile-only   (CPU: SASS check)
     python tools/wgmma_window_probe.py                                       (GPU: values too)
@@ -9,19 +10,27 @@ around it) into shared memory once and let each filter tap's WGMMAs read that bl
 by ``r * w_box + s`` pixel rows, instead of gathering one im2col tile per tap (KernelBench's
 3xTF32 convs are bound by those gathers: 2.4-3.3 TB/s, BENCHMARKS.md). With the swizzled
 layouts the GEMMs use, a shifted view is no descriptor (the swizzle pattern repeats every 8
-rows). This probe lays A out without a swizzle (the ``K_INTER`` atom) tiled rows-first, so
+rows). Here A is laid out without a swizzle (the ``K_INTER`` atom) tiled rows-first, so
 element (r, c) sits at ``(c // 4) * ROWS * 4 + 4 r + c % 4`` (words): every run of 8 rows of 4
 words is one contiguous 128-byte core matrix wherever it starts, and a window at row ``s``
-is the same layout 16 * s bytes further on. One warp group sums, over the shifts in SHIFTS,
-``A[s:s + 64] @ B.T`` (tf32 in, fp32 out) with WGMMAs reading those windows.
+is the same layout 16 * s bytes further on.
 
-Found on the CPU (nvidia-cutlass-dsl 4.8.1, 2026-12-07): it compiles; the PTX descriptors
-carry no swizzle, LBO = ROWS x 16 bytes (the next 4-column chunk), SBO = 128 bytes, and
-each window's start is the buffer's + 16 s bytes; the SASS has the 20 HGMMA.64x64x8 (5
-shifts x 4 k steps). On a GPU this also compares the values with float64 products of the
-same inputs, tf32 values all (exit status 1 on a mismatch: a window read at the wrong rows is
-off by the values' own size): whether the hardware reads such a
-window as the layout says is what the GPU answers.
+* ``WindowProbe``: one warp group sums, over the shifts in SHIFTS, ``A[s:s + 64] @ B.T``
+  (tf32 in, fp32 out) with WGMMAs reading those windows (A and B copied in by the threads).
+* ``HaloProbe``: an image stored chunk-planar, (KC, H, W, 4): 4 channels (16 bytes) innermost,
+  as a halo-tile conv's input pack would store it. One TMA box (4, WB, HB, KC) lands in shared
+  memory as words (4, WB, HB, KC), which is that rows-first buffer with row = w + WB h; each
+  of a 3x3 filter's nine taps then reads the window at row r WB + s (a 3x3 conv of 32
+  channels at the box's first positions).
+
+Found on the CPU (nvidia-cutlass-dsl 4.8.1, 2026-12-07): both compile. The PTX descriptors
+carry no swizzle, LBO = ROWS x 16 bytes (the next 4-column chunk), SBO = 128 bytes, and each
+window's start is the buffer's + 16 s bytes; the SASS has the 20 (5 shifts x 4 k steps) and
+36 (9 taps x 4) HGMMA.64x64x8 and the halo's one TMA load (UTMALDG.3D: the DSL merges the
+contiguous (4, W) modes). On a GPU both outputs are compared with float64 products of the
+same inputs, tf32 values all (exit status 1 on a mismatch: a window read at the wrong rows
+is off by the values' own size). Whether the hardware reads such windows as laid out, and
+how fast the unswizzled reads are, is what a GPU answers.
 
 A development probe, not part of the evaluator or of any candidate.
 """
@@ -44,15 +53,22 @@ if __name__ == "__main__" and "--compile-only" in sys.argv[1:]:
 
 import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
-from cutlass import Float32, TFloat32  # noqa: E402
-from cutlass.cute.nvgpu import OperandMajorMode, warpgroup  # noqa: E402
+from cutlass import Float32, Int64, TFloat32  # noqa: E402
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup  # noqa: E402
 from cutlass.cute.nvgpu.warpgroup import mma as _wg_mma  # noqa: E402
+from cutlass.cute.runtime import make_ptr  # noqa: E402
 from cutlass.memory import SmemAllocator  # noqa: E402
 
 ROWS = 80  # the buffer's rows: 64 + room for the largest shift
 TK = 32  # columns (the k extent): 8 chunks of 4 tf32 words
 TN = 64  # B's rows (the product's columns)
 SHIFTS = (0, 1, 2, 9, 13)  # window starts, most not multiples of 8
+# the halo probe: a 3x3 conv's tile of one image, 32 channels, 64 output positions
+KC = 8  # 4-channel chunks
+WB, HB = 34, 4  # the halo box: 32 + 2 columns, 2 + 2 rows, of positions
+BOX_ROWS = WB * HB
+IMG_W, IMG_H = 40, 6  # the image, chunk-planar: (KC, IMG_H, IMG_W, 4)
+TAPS = tuple((r, s) for r in range(3) for s in range(3))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +131,81 @@ class WindowProbe:
             out[i] = acc[i]
 
 
+class HaloProbe:
+    """A halo tile: one TMA load brings a (KC chunks x HB rows x WB columns x 4 channels)
+    box of a chunk-planar image into shared memory, laid out as (4, WB, HB, KC) words, i.e.
+    as the rows-first unswizzled (BOX_ROWS x 4 KC) buffer of WindowProbe, row = w + WB h;
+    then the nine taps (r, s) of a 3x3 filter each read the window at row r WB + s (B: the
+    tap's (TN x 4 KC) filter slice). Output row p is position (p // WB, p % WB) of the
+    box's first rows: a 3x3 conv's output there where p % WB < WB - 2 (the other rows read
+    across a row end: a halo-tile kernel computes them and stores nothing)."""
+
+    @cute.jit
+    def __call__(self, x_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        m_x = cute.make_tensor(x_ptr, cute.make_layout(
+            (4, IMG_W, IMG_H, KC), stride=(1, 4, 4 * IMG_W, 4 * IMG_W * IMG_H)))
+        tma, t_x = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), m_x,
+                                               cute.make_layout((4, WB, HB, KC)),
+                                               (4, WB, HB, KC))
+        self.kernel(tma, t_x, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
+
+    @cute.kernel
+    def kernel(self, tma: cute.CopyAtom, t_x: cute.Tensor, b_ptr: cute.Pointer,
+               c_ptr: cute.Pointer):
+        tidx, _, _ = cute.arch.thread_idx()
+        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
+                                                TFloat32)
+        tk = 4 * KC
+        smem = SmemAllocator()
+        s_x = smem.allocate_tensor(TFloat32, cute.make_layout((4, WB, HB, KC)),
+                                   byte_alignment=1024)
+        s_b = smem.allocate_tensor(
+            TFloat32, cute.tile_to_shape(inter, (TN, tk, len(TAPS)), (0, 1, 2)),
+            byte_alignment=1024)
+        bar = smem.allocate_array(Int64, 1)
+        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, tk, len(TAPS)),
+                                                       stride=(tk, 1, TN * tk)))
+        for i in range(tidx, TN * tk * len(TAPS), 128):
+            e = i % (TN * tk)
+            s_b[(e // tk, e % tk, i // (TN * tk))] = g_b[(e // tk, e % tk, i // (TN * tk))]
+        if tidx == 0:
+            cute.arch.mbarrier_init(bar, 1)
+        cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()
+        g_tile = cute.local_tile(t_x, (4, WB, HB, KC), (0, 0, 0, 0))
+        t_s, t_g = cpasync.tma_partition(tma, 0, cute.make_layout(1),
+                                         cute.group_modes(s_x, 0, 4),
+                                         cute.group_modes(g_tile, 0, 4))
+        if tidx == 0:
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, 4 * 4 * WB * HB * KC)
+            cute.copy(tma, t_g, t_s, tma_bar_ptr=bar)
+        cute.arch.mbarrier_wait(bar, 0)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+        op = MmaTF32Op(TFloat32, TFloat32, Float32, (64, TN, 8),
+                       warpgroup.OperandSource.SMEM, OperandMajorMode.K, OperandMajorMode.K)
+        mma = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
+        mma.set(warpgroup.Field.ACCUMULATE, True)
+        thr = mma.get_slice(tidx)
+        acc = cute.make_rmem_tensor(thr.partition_shape_C((64, TN)), Float32)
+        acc.fill(0.0)
+        frag_b = mma.make_fragment_B(thr.partition_B(s_b))
+        window = cute.make_layout(((8, 8), (4, KC)), stride=((4, 32), (1, BOX_ROWS * 4)))
+        for j in cutlass.range_constexpr(len(TAPS)):
+            view = cute.make_tensor(s_x.iterator + (TAPS[j][0] * WB + TAPS[j][1]) * 4, window)
+            frag_a = mma.make_fragment_A(thr.partition_A(view))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(frag_a, mode=[2])):
+                cute.gemm(mma, acc, frag_a[(None, None, kb)], frag_b[(None, None, kb, j)],
+                          acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+        g_c = cute.make_tensor(c_ptr, cute.make_layout((64, TN), stride=(TN, 1)))
+        out = thr.partition_C(g_c)
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            out[i] = acc[i]
+
+
 def tf32_values(t):
     """t with each fp32 word's low 13 bits cleared: values tf32 holds exactly, so the
     tensor cores' reading of them (truncating or rounding) cannot be what a check sees."""
@@ -129,47 +220,76 @@ def expected(a, b):
     return sum(a64[s:s + 64] @ b64.T for s in SHIFTS)
 
 
+def expected_halo(x, b):
+    """HaloProbe's output in float64: x chunk-planar (KC, IMG_H, IMG_W, 4), b (taps, TN,
+    4 KC). The box as (BOX_ROWS, 4 KC) rows (row = w + WB h), then per tap the rows from
+    r WB + s on."""
+    box = x[:, :HB, :WB, :].double().permute(1, 2, 0, 3).reshape(BOX_ROWS, 4 * KC)
+    return sum(box[r * WB + s:r * WB + s + 64] @ b[j].double().T
+               for j, (r, s) in enumerate(TAPS))
+
+
+def _compile_check() -> int:
+    ptrs = [make_ptr(t, 1 << s, cute.AddressSpace.gmem, assumed_align=16)
+            for t, s in ((TFloat32, 20), (TFloat32, 24), (Float32, 28))]
+    failed = 0
+    for name, probe, want in (("windows", WindowProbe(), len(SHIFTS) * TK // 8),
+                              ("halo", HaloProbe(), len(TAPS) * KC // 2)):
+        for f in Path(DUMP or ".").glob("*.sass"):
+            f.unlink()
+        cute.compile(probe, *ptrs)
+        sass = "".join(p.read_text() for p in Path(DUMP or ".").glob("*.sass"))
+        n = sass.count("HGMMA.64x64x8.F32.TF32")
+        tma = sass.count("UTMALDG")
+        print(f"{name}: compiled; {n} HGMMA.64x64x8.F32.TF32 (want {want}), {tma} TMA loads")
+        failed += n != want or (name == "halo" and tma < 1)
+    if DUMP:
+        shutil.rmtree(DUMP, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def _gpu_check() -> int:
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def rand(*shape):
+        return tf32_values(torch.randn(*shape, device="cuda", generator=g))
+
+    def ptr(kind, t):
+        return make_ptr(kind, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+
+    failed = 0
+    a, b = rand(ROWS, TK), rand(TN, TK)
+    x, bh = rand(KC, IMG_H, IMG_W, 4), rand(len(TAPS), TN, 4 * KC)
+    for name, probe, ins, want in (("windows", WindowProbe(), (a, b), expected(a, b)),
+                                   ("halo", HaloProbe(), (x, bh), expected_halo(x, bh))):
+        out = torch.full((64, TN), float("nan"), device="cuda")
+        ptrs = [ptr(TFloat32, ins[0]), ptr(TFloat32, ins[1]), ptr(Float32, out)]
+        cute.compile(probe, *ptrs)(*ptrs)
+        torch.cuda.synchronize()
+        err = (out.double() - want).abs().max().item()
+        scale = want.abs().max().item()
+        ok = err <= 1e-5 * scale
+        failed += not ok
+        print(f"{name} on {torch.cuda.get_device_name()}: max |error| {err:.3g} of max |value| "
+              f"{scale:.3g}: {'read as laid out' if ok else 'MISMATCH'}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compile-only", action="store_true",
                     help="compile for CUTE_DSL_ARCH (sm_90a) and count the HGMMAs; no GPU")
     args = ap.parse_args(argv)
-    import torch
-    from cutlass.cute.runtime import make_ptr
-
-    probe = WindowProbe()
     if args.compile_only:
-        ptrs = [make_ptr(t, 1 << s, cute.AddressSpace.gmem, assumed_align=16)
-                for t, s in ((TFloat32, 20), (TFloat32, 24), (Float32, 28))]
-        cute.compile(probe, *ptrs)
-        sass = "".join(p.read_text() for p in Path(DUMP or ".").glob("*.sass"))
-        if DUMP:
-            shutil.rmtree(DUMP, ignore_errors=True)
-        n = sass.count("HGMMA.64x64x8.F32.TF32")
-        want = len(SHIFTS) * TK // 8
-        print(f"compiled: {n} HGMMA.64x64x8.F32.TF32 in the SASS (want {want})")
-        return 0 if n == want else 1
+        return _compile_check()
+    import torch
+
     if not torch.cuda.is_available():
         print("no CUDA device: run with --compile-only", file=sys.stderr)
         return 2
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = tf32_values(torch.randn(ROWS, TK, device="cuda", generator=g))
-    b = tf32_values(torch.randn(TN, TK, device="cuda", generator=g))
-    c = torch.full((64, TN), float("nan"), device="cuda")
-    ptrs = [make_ptr(TFloat32, a.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-            make_ptr(TFloat32, b.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-            make_ptr(Float32, c.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)]
-    cute.compile(probe, *ptrs)(*ptrs)
-    torch.cuda.synchronize()
-    want = expected(a, b)
-    err = (c.double() - want).abs().max().item()
-    scale = want.abs().max().item()
-    ok = err <= 1e-5 * scale
-    print(f"{torch.cuda.get_device_name()}: max |error| {err:.3g} of max |value| {scale:.3g} "
-          f"over shifts {SHIFTS}: {'windows read as laid out' if ok else 'MISMATCH'}")
-    if not ok:
-        print("the WGMMA windows did not read the rows the layout names", file=sys.stderr)
-    return 0 if ok else 1
+    return _gpu_check()
 
 
 if __name__ == "__main__":
