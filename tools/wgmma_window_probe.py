@@ -84,7 +84,43 @@ class MmaTF32Op(warpgroup.MmaOp):
             ty, [cutlass.Boolean(False).ir_value(loc=loc, ip=ip)], loc=loc, ip=ip))
 
 
-class WindowProbe:
+class _WindowProducts:
+    """What both probes do once their buffers are filled: one warp group sums, over the
+    window starts ``offsets`` (in rows), the products of the ``rows``-row buffer at ``base``
+    (rows-first, unswizzled: ``chunks`` chunks of 4 words) read as a 64-row window, with
+    B's slice ``j`` (``per_offset``: one slice per window; else slice 0 for all), and stores
+    the (64, TN) fp32 sums row-major at ``c_ptr``."""
+
+    @cute.jit
+    def _products(self, tidx, base, rows: cutlass.Constexpr, chunks: cutlass.Constexpr,
+                  offsets: cutlass.Constexpr, s_b, per_offset: cutlass.Constexpr,
+                  c_ptr: cute.Pointer):
+        op = MmaTF32Op(TFloat32, TFloat32, Float32, (64, TN, 8),
+                       warpgroup.OperandSource.SMEM, OperandMajorMode.K, OperandMajorMode.K)
+        mma = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
+        mma.set(warpgroup.Field.ACCUMULATE, True)
+        thr = mma.get_slice(tidx)
+        acc = cute.make_rmem_tensor(thr.partition_shape_C((64, TN)), Float32)
+        acc.fill(0.0)
+        frag_b = mma.make_fragment_B(thr.partition_B(s_b))
+        # rows [o, o + 64) of the buffer: its strides, 16 o bytes further on
+        window = cute.make_layout(((8, 8), (4, chunks)), stride=((4, 32), (1, rows * 4)))
+        for j in cutlass.range_constexpr(len(offsets)):
+            view = cute.make_tensor(base + offsets[j] * 4, window)
+            frag_a = mma.make_fragment_A(thr.partition_A(view))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(frag_a, mode=[2])):
+                cute.gemm(mma, acc, frag_a[(None, None, kb)],
+                          frag_b[(None, None, kb, j if per_offset else 0)], acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+        g_c = cute.make_tensor(c_ptr, cute.make_layout((64, TN), stride=(TN, 1)))
+        out = thr.partition_C(g_c)
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            out[i] = acc[i]
+
+
+class WindowProbe(_WindowProducts):
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
         self.kernel(a_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
@@ -97,41 +133,20 @@ class WindowProbe:
         smem = SmemAllocator()
         s_a = smem.allocate_tensor(TFloat32, cute.tile_to_shape(inter, (ROWS, TK), (0, 1)),
                                    byte_alignment=1024)
-        s_b = smem.allocate_tensor(TFloat32, cute.tile_to_shape(inter, (TN, TK), (0, 1)),
+        s_b = smem.allocate_tensor(TFloat32, cute.tile_to_shape(inter, (TN, TK, 1), (0, 1, 2)),
                                    byte_alignment=1024)
         g_a = cute.make_tensor(a_ptr, cute.make_layout((ROWS, TK), stride=(TK, 1)))
         g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, TK), stride=(TK, 1)))
         for i in range(tidx, ROWS * TK, 128):
             s_a[(i // TK, i % TK)] = g_a[(i // TK, i % TK)]
         for i in range(tidx, TN * TK, 128):
-            s_b[(i // TK, i % TK)] = g_b[(i // TK, i % TK)]
+            s_b[(i // TK, i % TK, 0)] = g_b[(i // TK, i % TK)]
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
-        op = MmaTF32Op(TFloat32, TFloat32, Float32, (64, TN, 8),
-                       warpgroup.OperandSource.SMEM, OperandMajorMode.K, OperandMajorMode.K)
-        mma = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
-        mma.set(warpgroup.Field.ACCUMULATE, True)
-        thr = mma.get_slice(tidx)
-        acc = cute.make_rmem_tensor(thr.partition_shape_C((64, TN)), Float32)
-        acc.fill(0.0)
-        frag_b = mma.make_fragment_B(thr.partition_B(s_b))
-        # rows [s, s + 64) of s_a: the buffer's strides, 16 s bytes further on
-        window = cute.make_layout(((8, 8), (4, TK // 4)), stride=((4, 32), (1, ROWS * 4)))
-        for j in cutlass.range_constexpr(len(SHIFTS)):
-            view = cute.make_tensor(s_a.iterator + SHIFTS[j] * 4, window)
-            frag_a = mma.make_fragment_A(thr.partition_A(view))
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(frag_a, mode=[2])):
-                cute.gemm(mma, acc, frag_a[(None, None, kb)], frag_b[(None, None, kb)], acc)
-            warpgroup.commit_group()
-            warpgroup.wait_group(0)
-        g_c = cute.make_tensor(c_ptr, cute.make_layout((64, TN), stride=(TN, 1)))
-        out = thr.partition_C(g_c)
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            out[i] = acc[i]
+        self._products(tidx, s_a.iterator, ROWS, TK // 4, SHIFTS, s_b, False, c_ptr)
 
 
-class HaloProbe:
+class HaloProbe(_WindowProducts):
     """A halo tile: one TMA load brings a (KC chunks x HB rows x WB columns x 4 channels)
     box of a chunk-planar image into shared memory, laid out as (4, WB, HB, KC) words, i.e.
     as the rows-first unswizzled (BOX_ROWS x 4 KC) buffer of WindowProbe, row = w + WB h;
@@ -182,28 +197,8 @@ class HaloProbe:
         cute.arch.mbarrier_wait(bar, 0)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
-        op = MmaTF32Op(TFloat32, TFloat32, Float32, (64, TN, 8),
-                       warpgroup.OperandSource.SMEM, OperandMajorMode.K, OperandMajorMode.K)
-        mma = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
-        mma.set(warpgroup.Field.ACCUMULATE, True)
-        thr = mma.get_slice(tidx)
-        acc = cute.make_rmem_tensor(thr.partition_shape_C((64, TN)), Float32)
-        acc.fill(0.0)
-        frag_b = mma.make_fragment_B(thr.partition_B(s_b))
-        window = cute.make_layout(((8, 8), (4, KC)), stride=((4, 32), (1, BOX_ROWS * 4)))
-        for j in cutlass.range_constexpr(len(TAPS)):
-            view = cute.make_tensor(s_x.iterator + (TAPS[j][0] * WB + TAPS[j][1]) * 4, window)
-            frag_a = mma.make_fragment_A(thr.partition_A(view))
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(frag_a, mode=[2])):
-                cute.gemm(mma, acc, frag_a[(None, None, kb)], frag_b[(None, None, kb, j)],
-                          acc)
-            warpgroup.commit_group()
-            warpgroup.wait_group(0)
-        g_c = cute.make_tensor(c_ptr, cute.make_layout((64, TN), stride=(TN, 1)))
-        out = thr.partition_C(g_c)
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            out[i] = acc[i]
+        self._products(tidx, s_x.iterator, BOX_ROWS, KC, tuple(r * WB + s for r, s in TAPS),
+                       s_b, True, c_ptr)
 
 
 def tf32_values(t):
