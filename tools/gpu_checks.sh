@@ -40,7 +40,8 @@
 #                  then sweeps against the blocked default on KernelBench L1 65, 57, 62, 55,
 #                  L2 10 and conv2d_fp32 (carry .kb)                                   ~8
 #   wgmma-window   tools/wgmma_window_probe.py on the GPU: tf32 WGMMAs reading A as windows
-#                  at any row of an unswizzled buffer (a halo-tile conv's question)      ~1
+#                  at any row of an unswizzled buffer, and a halo tile brought in by one
+#                  TMA box read by a 3x3 filter's nine taps (a halo-tile conv's questions) ~1
 #   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
 #                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
 #                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
@@ -738,8 +739,9 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
         step "sweep_split_a_$(basename "$t" .py | cut -c1-12)" 90 $py tools/conv_sweep.py "$t" \
           split_a=True --runs 20
       done ;;
-    wgmma-window)  # a tf32 WGMMA reading A windows at any row of an unswizzled buffer
-      # (thirty-ninth session; compiles on the CPU): do the values come out as laid out?
+    wgmma-window)  # tf32 WGMMAs reading A windows at any row of an unswizzled buffer, and
+      # a halo tile from one TMA box (thirty-ninth session; both compile on the CPU): do the
+      # values come out as laid out?
       step wgmma_window 120 $py tools/wgmma_window_probe.py ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
       # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
