@@ -249,7 +249,9 @@ def capture_task(path: str | Path, *, timeout_s: float = 180.0) -> Captured:
     Raises:
         TaskError: the child failed (its stderr tail is in the message) or timed out.
     """
-    cmd = [sys.executable, "-m", "cutegen.codegen.families.capture", str(Path(path).resolve())]
+    # ``-c``, not ``-m``: this module is imported by its package, and runpy warns (on stderr,
+    # first in a failure's message) when ``-m`` runs a module its package has imported
+    cmd = [sys.executable, "-c", _CHILD, str(Path(path).resolve())]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
@@ -258,6 +260,10 @@ def capture_task(path: str | Path, *, timeout_s: float = 180.0) -> Captured:
     if proc.returncode != 0 or not lines:
         raise TaskError(f"capturing {path} failed:\n{proc.stderr[-2000:]}")
     return Captured.from_json(lines[-1])
+
+
+_CHILD = ("import sys; from cutegen.codegen.families.capture import main; "
+          "sys.exit(main(sys.argv))")
 
 
 def main(argv: list[str]) -> int:

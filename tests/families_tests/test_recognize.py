@@ -114,3 +114,21 @@ def test_recognize_task_reports_a_broken_task(tmp_path):
                  "def get_init_inputs():\n    return []\n")
     rec = recognize_task(Task("broken", p, p.read_text()), in_process=True)
     assert not rec.covered and "boom" in rec.not_covered.message
+
+
+def test_a_task_the_child_cannot_capture_is_reported_by_its_own_error(tmp_path):
+    """The child's failure is the message: no interpreter warning ahead of it (``-m`` on a
+    module its package imports made runpy print a RuntimeWarning first, and the task's real
+    error, e.g. a package it imports that is not installed, came after it)."""
+    from cutegen.codegen.families.recognize import recognize_task
+    from cutegen.codegen.tasks import Task
+
+    p = tmp_path / "needs_pkg.py"
+    p.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        import cutegen_no_such_package\n"
+                 "    def forward(self, x):\n        return x\n"
+                 "def get_inputs():\n    return [torch.randn(4, 4)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    msg = recognize_task(Task("needs_pkg", p, p.read_text())).not_covered.message
+    assert "No module named 'cutegen_no_such_package'" in msg, msg
+    assert "Warning" not in msg, msg
