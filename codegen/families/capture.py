@@ -152,9 +152,11 @@ def capture_in_process(path: str | Path) -> Captured:
                         "as a recurrent cell's hidden state): the built-in families cover "
                         "forwards whose result depends only on their inputs and parameters")
     values: dict[Any, Any] = {}
+    at: list[torch.fx.Node] = []
 
     class _Recorder(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
+            at[:] = [n]
             out = super().run_node(n)
             values[n] = out
             return out
@@ -163,8 +165,10 @@ def capture_in_process(path: str | Path) -> Captured:
         with torch.no_grad():
             _Recorder(gm).run(*inputs)
     except Exception as e:  # noqa: BLE001
+        where = f" at {_node_name(at[0], gm)}" if at else ""
         return Captured((), -1, (), scalars,
-                        f"running Model.forward on meta tensors failed: {type(e).__name__}: {e}")
+                        f"running Model.forward on meta tensors failed{where}: "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     ids = {n: i for i, n in enumerate(gm.graph.nodes)}
     nodes: list[Node] = []
     forward_args: list[str] = []
@@ -201,6 +205,17 @@ def capture_in_process(path: str | Path) -> Captured:
             nodes.append(Node(i, "call", op, target, tensors, consts, shape, dtype, plain))
     return Captured(tuple(nodes), output, tuple(forward_args), scalars, "", tolerance,
                     distributions)
+
+
+def _node_name(n: Any, gm: Any) -> str:
+    """The forward's step ``n`` as a user reads it: ``self.lstm (nn.LSTM)`` for a submodule,
+    the function's name for a call."""
+    if n.op == "call_module":
+        return f"self.{n.target} (nn.{type(gm.get_submodule(n.target)).__name__})"
+    if n.op in ("call_function", "call_method"):
+        name = getattr(n.target, "__name__", str(n.target))
+        return f"{name}()" if n.op == "call_function" else f"Tensor.{name}()"
+    return str(n.target)
 
 
 def _trace_hint(e: Exception) -> str:

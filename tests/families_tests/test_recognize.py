@@ -132,3 +132,21 @@ def test_a_task_the_child_cannot_capture_is_reported_by_its_own_error(tmp_path):
     msg = recognize_task(Task("needs_pkg", p, p.read_text())).not_covered.message
     assert "No module named 'cutegen_no_such_package'" in msg, msg
     assert "Warning" not in msg, msg
+
+
+def test_a_forward_that_fails_on_meta_tensors_names_the_step(tmp_path):
+    """The reason names the forward's step that failed (``self.fc (nn.Linear)``), on one
+    line (torch.fx appends the traceback of the interpreted graph)."""
+    from cutegen.codegen.families.recognize import recognize_task
+    from cutegen.codegen.tasks import Task
+
+    p = tmp_path / "bad_shapes.py"
+    p.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = torch.nn.Linear(8, 4)\n"
+                 "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+                 "def get_inputs():\n    return [torch.randn(4, 5)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    msg = recognize_task(Task("bad_shapes", p, p.read_text()), in_process=True) \
+        .not_covered.message
+    assert "failed at self.fc (nn.Linear): RuntimeError" in msg, msg
+    assert "While executing" not in msg, msg
