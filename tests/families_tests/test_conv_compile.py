@@ -231,7 +231,7 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         assert loads[1] == 2 * loads[0], (one_mma, mma)
     if values.get("split_a"):  # against the blocked default: the same three products, the
         # input's tile loaded once a block instead of its hi and lo tiles, the filter's both;
-        # the consumers read the fp32 tile and write its lo parts in shared memory
+        # the consumers read the fp32 tile and write its hi and lo parts in shared memory
         blocked = compiled[CASES.index((name, {}, shape))]
         b_mma = next(k for comp in blocked["compiles"] for n, k in comp["kernels"].items()
                      if "ConvKernel" in n and "Pack" not in n)["mma"]
@@ -240,6 +240,13 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         assert 2 * mma["UTMALDG.5D.IM2COL"] == b_mma["UTMALDG.5D.IM2COL"], (b_mma, mma)
         assert mma["UTMALDG"] == b_mma["UTMALDG"], (b_mma, mma)
         assert ops.get("LDS", 0) >= 2 * 64 * values["tile_k"] // 128, ops
+        # ... and writes each word it read twice, its hi part back and its lo part: the
+        # tensor cores do not simply drop a word's low 13 bits (the raw words read as A_hi
+        # gave tf32-sized errors on an H100)
+        b_ops = next(k for comp in blocked["compiles"] for n, k in comp["kernels"].items()
+                     if "ConvKernel" in n and "Pack" not in n)["ops"]
+        sts = [sum(n for op, n in o.items() if op.startswith("STS")) for o in (b_ops, ops)]
+        assert sts[1] - sts[0] >= 2 * (ops.get("LDS", 0) - b_ops.get("LDS", 0)), (sts, ops)
         assert values["block_stages"] and conv[0].get("frame", 0) == 0, conv[0]  # no spills
 
 

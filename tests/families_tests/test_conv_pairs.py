@@ -126,9 +126,9 @@ def test_split_a_stores_the_input_once_and_the_filter_as_pairs(tmp_path):
 
 def test_split_a_parts_make_the_products_of_3xtf32():
     """The arithmetic GemmKernel._split_lo does (written again here on fp32 bits, to check
-    the claims its doc makes): the tensor
-    cores read the stored word as A_hi (its top 19 bits), lo = x - A_hi exactly, rounded to
-    tf32; A_hi + lo is x within 2^-22 |x|, and each is a tf32 value."""
+    the claims its doc makes): A_hi is the stored word's top 19 bits (written back for the
+    tensor cores), lo = x - A_hi exactly, rounded to tf32; A_hi + lo is x within 2^-22 |x|,
+    and each is a tf32 value."""
     g = torch.Generator().manual_seed(0)
     x = torch.cat([torch.randn(200_000, generator=g) * 10 ** torch.randint(-6, 7, (200_000,),
                                                                        generator=g),
