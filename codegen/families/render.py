@@ -420,11 +420,12 @@ def _bcast_operands(plan: Plan) -> tuple[Operands, bool]:
     walks (full or per column), an unread placeholder of one row's length is."""
     tensors = [lf for lf in plan.leaves if lf.kind in ("full", "col", "row", "rowmap", "scalar")]
     frame = _broadcast_shape([lf.shape for lf in tensors])
+    k = plan.param("k", 1)  # rows of the last k dims (recognition's view_dims)
     kinds = {}
     for n in plan.prologue.leaves():
         lf = plan.leaf(n)
         if lf.kind == "full":
-            lf = leaf_in_frame(lf, frame) if leaf_kind(lf.shape, frame, 1) else None
+            lf = leaf_in_frame(lf, frame, k) if leaf_kind(lf.shape, frame, k) else None
         kinds[n] = lf
     expand_main = kinds.get(plan.main) is None
     walked = any(lf is not None and lf.kind in ("full", "col") for lf in kinds.values())

@@ -42,14 +42,15 @@ def _map_chain(plan: Plan) -> Chain:
     return Chain(tuple(nodes), sub(epi.result))
 
 
-def leaf_in_frame(lf: Leaf, frame: tuple[int, ...]) -> Leaf:
-    """``lf`` classified against the pointwise pass's (rows, last dim) view of ``frame``."""
+def leaf_in_frame(lf: Leaf, frame: tuple[int, ...], k: int = 1) -> Leaf:
+    """``lf`` classified against the pointwise pass's (rows, last ``k`` dims) view of
+    ``frame``."""
     if lf.kind == "value":
         return lf
-    kind = leaf_kind(lf.shape, frame, 1)
+    kind = leaf_kind(lf.shape, frame, k)
     rowmap: tuple[int, ...] = ()
     if kind == "rowmap":
-        rowmap = (*rowmap_run(lf.shape, frame, 1), len(frame) - 1)
+        rowmap = (*rowmap_run(lf.shape, frame, k), len(frame) - k)
     return replace(lf, kind=kind or "full", rowmap=rowmap)
 
 
