@@ -89,11 +89,12 @@ twice from L2. From the H100 sweeps' kernel times, the 3xTF32 conv kernels of Ke
 55-71 and L2 4, 10, 17 all read their im2col A tiles at 2.4-3.3 TB/s whatever their FLOP rate
 (27-198 TF/s): bound by those loads, which this cuts by a third; 1.33-1.48x on four of them.
 The default where three blocked stages fit, :func:`blocked_pays`; the other side is the
-second initial candidate), ``split_a`` (blocked; thirty-eighth session, not yet run on a GPU,
-so off and the third initial candidate: the packed input stored once, in fp32, loaded once a
-block, the tensor cores reading its words as A_hi while the consumer warp groups write their
-rows' lo parts into the stage's second A buffer: half the A bytes of the blocked stages again,
-and the input's pack writes 4 bytes a value instead of 8; GemmKernel's ``split_a``) and
+second initial candidate), ``split_a`` (blocked; off and the third initial candidate: the
+packed input stored once, in fp32, loaded once a block, the consumer warp groups splitting
+their rows in shared memory, A_hi written back in place and the lo parts into the stage's
+second A buffer: half the A bytes of the blocked stages again, and the input's pack writes 4
+bytes a value instead of 8; GemmKernel's ``split_a``. As first written, the tensor cores read
+the raw words as A_hi: wrong on an H100, 2026-12-07; the fixed kernel is not yet run) and
 ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 
