@@ -35,8 +35,9 @@
 #                  bundled fp32 kinds), then KernelBench L1 19, 23, 24, 25, 26, 33, 36, 40, 47,
 #                  88, 95, 1 (KB_PROBLEMS to choose), one evaluation each, resumable (carry
 #                  .kb and .bench/bench_kbbf16.tar.xz)                                   n x ~9
-#   conv-split-a   split A (knob split_a: the conv's input stored once in fp32, its lo parts
-#                  made in shared memory; thirty-eighth session, never run): its GPU cases,
+#   conv-split-a   split A (knob split_a: the conv's input stored once in fp32, its hi and lo
+#                  parts made in shared memory; wrong on an H100 as first written, fixed in
+#                  the fortieth session, not run since): its GPU cases,
 #                  then sweeps against the blocked default on KernelBench L1 65, 57, 62, 55,
 #                  L2 10 and conv2d_fp32 (carry .kb)                                   ~8
 #   wgmma-window   tools/wgmma_window_probe.py on the GPU: tf32 WGMMAs reading A as windows
