@@ -3,7 +3,7 @@ starts at any row, not only at a multiple of 8? And can one TMA load fill such a
 halo tile of an image? (the two questions a halo-tile conv turns on).
 
     CUTE_DSL_ARCH=sm_90a python tools/wgmma_window_probe.py --compile-only   (CPU: SASS check)
-    python tools/wgmma_window_probe.py                                       (GPU: values too)
+    python tools/wgmma_window_probe.py [--limit 40]                          (GPU: values too)
 
 A halo-tile implicit-GEMM conv would load a block of input pixels (with the filter's reach
 around it) into shared memory once and let each filter tap's WGMMAs read that block shifted
@@ -29,8 +29,12 @@ window's start is the buffer's + 16 s bytes; the SASS has the 20 (5 shifts x 4 k
 36 (9 taps x 4) HGMMA.64x64x8 and the halo's one TMA load (UTMALDG.3D: the DSL merges the
 contiguous (4, W) modes). On a GPU both outputs are compared with float64 products of the
 same inputs, tf32 values all (exit status 1 on a mismatch: a window read at the wrong rows
-is off by the values' own size). Whether the hardware reads such windows as laid out, and
-how fast the unswizzled reads are, is what a GPU answers.
+is off by the values' own size), each probe in a child process with a time limit.
+
+Found on an H100 (2026-12-07): the windows are read as laid out (max error 3.2e-5 of values
+up to 45.7); the halo probe hung (no result in 100 s). ``HaloThreadsProbe`` (the same box
+copied in by the threads) was added after that run, to tell a TMA load that never completes
+its barrier from a wrong window.
 
 A development probe, not part of the evaluator or of any candidate.
 """
@@ -146,6 +150,43 @@ class WindowProbe(_WindowProducts):
         self._products(tidx, s_a.iterator, ROWS, TK // 4, SHIFTS, s_b, False, c_ptr)
 
 
+class HaloThreadsProbe(_WindowProducts):
+    """HaloProbe's products with the box copied in by the threads instead of a TMA load (the
+    same (4, WB, HB, KC) words): where HaloProbe hangs and this one is right, the TMA load is
+    what fails, not the windows."""
+
+    @cute.jit
+    def __call__(self, x_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        self.kernel(x_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
+
+    @cute.kernel
+    def kernel(self, x_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        tidx, _, _ = cute.arch.thread_idx()
+        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
+                                                TFloat32)
+        tk = 4 * KC
+        smem = SmemAllocator()
+        s_x = smem.allocate_tensor(TFloat32, cute.make_layout((4, WB, HB, KC)),
+                                   byte_alignment=1024)
+        s_b = smem.allocate_tensor(
+            TFloat32, cute.tile_to_shape(inter, (TN, tk, len(TAPS)), (0, 1, 2)),
+            byte_alignment=1024)
+        g_x = cute.make_tensor(x_ptr, cute.make_layout(
+            (4, IMG_W, IMG_H, KC), stride=(1, 4, 4 * IMG_W, 4 * IMG_W * IMG_H)))
+        for i in range(tidx, 4 * WB * HB * KC, 128):
+            at = (i % 4, (i // 4) % WB, (i // (4 * WB)) % HB, i // (4 * WB * HB))
+            s_x[at] = g_x[at]
+        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, tk, len(TAPS)),
+                                                       stride=(tk, 1, TN * tk)))
+        for i in range(tidx, TN * tk * len(TAPS), 128):
+            e = i % (TN * tk)
+            s_b[(e // tk, e % tk, i // (TN * tk))] = g_b[(e // tk, e % tk, i // (TN * tk))]
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+        self._products(tidx, s_x.iterator, BOX_ROWS, KC, tuple(r * WB + s for r, s in TAPS),
+                       s_b, True, c_ptr)
+
+
 class HaloProbe(_WindowProducts):
     """A halo tile: one TMA load brings a (KC chunks x HB rows x WB columns x 4 channels)
     box of a chunk-planar image into shared memory, laid out as (4, WB, HB, KC) words, i.e.
@@ -232,6 +273,7 @@ def _compile_check() -> int:
             for t, s in ((TFloat32, 20), (TFloat32, 24), (Float32, 28))]
     failed = 0
     for name, probe, want in (("windows", WindowProbe(), len(SHIFTS) * TK // 8),
+                              ("halo-threads", HaloThreadsProbe(), len(TAPS) * KC // 2),
                               ("halo", HaloProbe(), len(TAPS) * KC // 2)):
         for f in Path(DUMP).glob("*.sass"):
             f.unlink()
@@ -245,7 +287,11 @@ def _compile_check() -> int:
     return 1 if failed else 0
 
 
-def _gpu_check() -> int:
+PROBES = ("windows", "halo-threads", "halo")
+
+
+def _gpu_check(name: str) -> int:
+    """One probe on the GPU: its output against float64 (exit status 1 on a mismatch)."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -256,21 +302,39 @@ def _gpu_check() -> int:
     def ptr(kind, t):
         return make_ptr(kind, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
 
+    if name == "windows":
+        probe, ins = WindowProbe(), (rand(ROWS, TK), rand(TN, TK))
+        want = expected(*ins)
+    else:
+        probe = HaloProbe() if name == "halo" else HaloThreadsProbe()
+        ins = (rand(KC, IMG_H, IMG_W, 4), rand(len(TAPS), TN, 4 * KC))
+        want = expected_halo(*ins)
+    out = torch.full((64, TN), float("nan"), device="cuda")
+    ptrs = [ptr(TFloat32, ins[0]), ptr(TFloat32, ins[1]), ptr(Float32, out)]
+    cute.compile(probe, *ptrs)(*ptrs)
+    torch.cuda.synchronize()
+    err = (out.double() - want).abs().max().item()
+    scale = want.abs().max().item()
+    ok = err <= 1e-5 * scale
+    print(f"{name} on {torch.cuda.get_device_name()}: max |error| {err:.3g} of max |value| "
+          f"{scale:.3g}: {'read as laid out' if ok else 'MISMATCH'}", flush=True)
+    return 0 if ok else 1
+
+
+def _gpu_checks(limit_s: float) -> int:
+    """Each probe in a child process of its own, ``limit_s`` seconds each: a probe that hangs
+    (a TMA load that never completes its barrier) is reported as such and the others still
+    run."""
+    import subprocess
+
     failed = 0
-    a, b = rand(ROWS, TK), rand(TN, TK)
-    x, bh = rand(KC, IMG_H, IMG_W, 4), rand(len(TAPS), TN, 4 * KC)
-    for name, probe, ins, want in (("windows", WindowProbe(), (a, b), expected(a, b)),
-                                   ("halo", HaloProbe(), (x, bh), expected_halo(x, bh))):
-        out = torch.full((64, TN), float("nan"), device="cuda")
-        ptrs = [ptr(TFloat32, ins[0]), ptr(TFloat32, ins[1]), ptr(Float32, out)]
-        cute.compile(probe, *ptrs)(*ptrs)
-        torch.cuda.synchronize()
-        err = (out.double() - want).abs().max().item()
-        scale = want.abs().max().item()
-        ok = err <= 1e-5 * scale
-        failed += not ok
-        print(f"{name} on {torch.cuda.get_device_name()}: max |error| {err:.3g} of max |value| "
-              f"{scale:.3g}: {'read as laid out' if ok else 'MISMATCH'}")
+    for name in PROBES:
+        try:
+            done = subprocess.run([sys.executable, __file__, "--only", name], timeout=limit_s)
+            failed += done.returncode != 0
+        except subprocess.TimeoutExpired:
+            print(f"{name}: no result within {limit_s:.0f} s (a hang)", flush=True)
+            failed += 1
     return 1 if failed else 0
 
 
@@ -278,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compile-only", action="store_true",
                     help="compile for CUTE_DSL_ARCH (sm_90a) and count the HGMMAs; no GPU")
+    ap.add_argument("--only", choices=PROBES, help="run this probe alone, here")
+    ap.add_argument("--limit", type=float, default=40.0,
+                    help="seconds each probe may take on the GPU (default 40)")
     args = ap.parse_args(argv)
     if args.compile_only:
         return _compile_check()
@@ -286,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: run with --compile-only", file=sys.stderr)
         return 2
-    return _gpu_check()
+    return _gpu_check(args.only) if args.only else _gpu_checks(args.limit)
 
 
 if __name__ == "__main__":
