@@ -96,6 +96,11 @@ class _WindowProducts:
     the (64, TN) fp32 sums row-major at ``c_ptr``."""
 
     @cute.jit
+    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
+        """One CTA of one warp group runs ``kernel`` (HaloProbe makes its TMA atom first)."""
+        self.kernel(a_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
+
+    @cute.jit
     def _products(self, tidx, base, rows: cutlass.Constexpr, chunks: cutlass.Constexpr,
                   offsets: cutlass.Constexpr, s_b, per_offset: cutlass.Constexpr,
                   c_ptr: cute.Pointer):
@@ -124,11 +129,29 @@ class _WindowProducts:
             out[i] = acc[i]
 
 
-class WindowProbe(_WindowProducts):
-    @cute.jit
-    def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
-        self.kernel(a_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
+class _HaloBuffers(_WindowProducts):
+    """The halo probes' shared memory: the box's (4, WB, HB, KC) words, and the nine taps'
+    (TN x 4 KC) filter slices, copied in by the threads (row-major slices at ``b_ptr``)."""
 
+    @cute.jit
+    def _buffers(self, smem, tidx, b_ptr: cute.Pointer):
+        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
+                                                TFloat32)
+        tk = 4 * KC
+        s_x = smem.allocate_tensor(TFloat32, cute.make_layout((4, WB, HB, KC)),
+                                   byte_alignment=1024)
+        s_b = smem.allocate_tensor(
+            TFloat32, cute.tile_to_shape(inter, (TN, tk, len(TAPS)), (0, 1, 2)),
+            byte_alignment=1024)
+        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, tk, len(TAPS)),
+                                                       stride=(tk, 1, TN * tk)))
+        for i in range(tidx, TN * tk * len(TAPS), 128):
+            e = i % (TN * tk)
+            s_b[(e // tk, e % tk, i // (TN * tk))] = g_b[(e // tk, e % tk, i // (TN * tk))]
+        return s_x, s_b
+
+
+class WindowProbe(_WindowProducts):
     @cute.kernel
     def kernel(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
         tidx, _, _ = cute.arch.thread_idx()
@@ -150,44 +173,27 @@ class WindowProbe(_WindowProducts):
         self._products(tidx, s_a.iterator, ROWS, TK // 4, SHIFTS, s_b, False, c_ptr)
 
 
-class HaloThreadsProbe(_WindowProducts):
+class HaloThreadsProbe(_HaloBuffers):
     """HaloProbe's products with the box copied in by the threads instead of a TMA load (the
     same (4, WB, HB, KC) words): where HaloProbe hangs and this one is right, the TMA load is
     what fails, not the windows."""
 
-    @cute.jit
-    def __call__(self, x_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
-        self.kernel(x_ptr, b_ptr, c_ptr).launch(grid=[1, 1, 1], block=[128, 1, 1])
-
     @cute.kernel
     def kernel(self, x_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer):
         tidx, _, _ = cute.arch.thread_idx()
-        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
-                                                TFloat32)
-        tk = 4 * KC
-        smem = SmemAllocator()
-        s_x = smem.allocate_tensor(TFloat32, cute.make_layout((4, WB, HB, KC)),
-                                   byte_alignment=1024)
-        s_b = smem.allocate_tensor(
-            TFloat32, cute.tile_to_shape(inter, (TN, tk, len(TAPS)), (0, 1, 2)),
-            byte_alignment=1024)
+        s_x, s_b = self._buffers(SmemAllocator(), tidx, b_ptr)
         g_x = cute.make_tensor(x_ptr, cute.make_layout(
             (4, IMG_W, IMG_H, KC), stride=(1, 4, 4 * IMG_W, 4 * IMG_W * IMG_H)))
         for i in range(tidx, 4 * WB * HB * KC, 128):
             at = (i % 4, (i // 4) % WB, (i // (4 * WB)) % HB, i // (4 * WB * HB))
             s_x[at] = g_x[at]
-        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, tk, len(TAPS)),
-                                                       stride=(tk, 1, TN * tk)))
-        for i in range(tidx, TN * tk * len(TAPS), 128):
-            e = i % (TN * tk)
-            s_b[(e // tk, e % tk, i // (TN * tk))] = g_b[(e // tk, e % tk, i // (TN * tk))]
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
         self._products(tidx, s_x.iterator, BOX_ROWS, KC, tuple(r * WB + s for r, s in TAPS),
                        s_b, True, c_ptr)
 
 
-class HaloProbe(_WindowProducts):
+class HaloProbe(_HaloBuffers):
     """A halo tile: one TMA load brings a (KC chunks x HB rows x WB columns x 4 channels)
     box of a chunk-planar image into shared memory, laid out as (4, WB, HB, KC) words, i.e.
     as the rows-first unswizzled (BOX_ROWS x 4 KC) buffer of WindowProbe, row = w + WB h;
@@ -209,21 +215,9 @@ class HaloProbe(_WindowProducts):
     def kernel(self, tma: cute.CopyAtom, t_x: cute.Tensor, b_ptr: cute.Pointer,
                c_ptr: cute.Pointer):
         tidx, _, _ = cute.arch.thread_idx()
-        inter = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER,
-                                                TFloat32)
-        tk = 4 * KC
         smem = SmemAllocator()
-        s_x = smem.allocate_tensor(TFloat32, cute.make_layout((4, WB, HB, KC)),
-                                   byte_alignment=1024)
-        s_b = smem.allocate_tensor(
-            TFloat32, cute.tile_to_shape(inter, (TN, tk, len(TAPS)), (0, 1, 2)),
-            byte_alignment=1024)
+        s_x, s_b = self._buffers(smem, tidx, b_ptr)
         bar = smem.allocate_array(Int64, 1)
-        g_b = cute.make_tensor(b_ptr, cute.make_layout((TN, tk, len(TAPS)),
-                                                       stride=(tk, 1, TN * tk)))
-        for i in range(tidx, TN * tk * len(TAPS), 128):
-            e = i % (TN * tk)
-            s_b[(e // tk, e % tk, i // (TN * tk))] = g_b[(e // tk, e % tk, i // (TN * tk))]
         if tidx == 0:
             cute.arch.mbarrier_init(bar, 1)
         cute.arch.mbarrier_init_fence()
