@@ -211,7 +211,10 @@ def _node_name(n: Any, gm: Any) -> str:
     """The forward's step ``n`` as a user reads it: ``self.lstm (nn.LSTM)`` for a submodule,
     the function's name for a call."""
     if n.op == "call_module":
-        return f"self.{n.target} (nn.{type(gm.get_submodule(n.target)).__name__})"
+        try:
+            return f"self.{n.target} (nn.{type(gm.get_submodule(n.target)).__name__})"
+        except AttributeError:  # (a message is being written: never fail here)
+            return f"self.{n.target}"
     if n.op in ("call_function", "call_method"):
         name = getattr(n.target, "__name__", str(n.target))
         return f"{name}()" if n.op == "call_function" else f"Tensor.{name}()"
