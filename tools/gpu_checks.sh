@@ -43,6 +43,9 @@
 #   wgmma-window   tools/wgmma_window_probe.py on the GPU: tf32 WGMMAs reading A as windows
 #                  at any row of an unswizzled buffer, and a halo tile brought in by one
 #                  TMA box read by a 3x3 filter's nine taps (a halo-tile conv's questions) ~1
+#   outer-bcast    an outer broadcast's pointwise kernel walking rows of several trailing dims
+#                  ((B, 1) + (1, C, 1, 1) -> (1, C, B, 1); fortieth session, not yet run): its
+#                  GPU cases, then KernelBench L2 75's candidate timed (carry .kb)        ~5
 #   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
 #                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
 #                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
@@ -745,6 +748,12 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       # laid out? (H100, 2026-12-07: the windows yes, the TMA halo hung; each probe now runs
       # in a child with a 40 s limit)
       step wgmma_window 150 $py tools/wgmma_window_probe.py --limit 40 ;;
+    outer-bcast)  # an outer broadcast's rows of several trailing dims (fortieth session): L2
+      # 75's last kernel wrote 33 MB at 26 GB/s on an H100 with rows of one value
+      step outer_bcast_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
+        -q -n 2 -p no:cacheprovider -k "gemm_gn_min_bias or outer_sum"
+      step outer_bcast_l2_75 240 $py tools/conv_sweep.py \
+        .kb/level2/75_Gemm_GroupNorm_Min_BiasAdd.py --runs 20 ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
       # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
       step mish_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
