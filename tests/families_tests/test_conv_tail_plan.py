@@ -35,15 +35,27 @@ def _covers(splits: int, chunk: int, total: int) -> bool:
     return seen == list(range(total))
 
 
+def _last_wave_fill(ctas: int, sms: int) -> float:
+    """How full the last wave of ``ctas`` CTAs is, at its worst over 4 or 3 resident an SM."""
+    return min(ctas / (-(-ctas // (occ * sms)) * occ * sms) for occ in (4, 3))
+
+
 def test_batch_norm_cuts_each_channel_into_ranges_that_fill_the_gpu(tail):
     # the bench's shape: 64 channels of 32 x 126 x 126 bf16, 4-element vectors
     total = 32 * (126 * 126 // 4)
     splits, chunk = tail._bn_split(32, 64, 126 * 126, 4, 132)
-    assert splits * 64 >= 4 * 132 > (splits - 1) * 64  # ~4 CTAs an SM, not more
     assert _covers(splits, chunk, total)
-    # 32 channels of a large fp32 output, one element a vector (an odd plane)
+    assert _last_wave_fill(64 * splits, 132) >= 0.9
+    # KernelBench L2 15: 32 channels of a large fp32 output, one element a vector (an odd
+    # plane); 17 ranges made 544 CTAs for 528 slots (4 a SM), a second wave of 16 CTAs
     splits, chunk = tail._bn_split(16, 32, 31 * 63 * 63, 1, 132)
-    assert splits == 17 and _covers(splits, chunk, 16 * 31 * 63 * 63)
+    assert _covers(splits, chunk, 16 * 31 * 63 * 63)
+    assert _last_wave_fill(32 * splits, 132) >= 0.95
+    # L2 72: 16 channels, whole waves
+    splits, chunk = tail._bn_split(128, 16, 63 * 63 * 63, 1, 132)
+    assert _covers(splits, chunk, 128 * 63 ** 3) and _last_wave_fill(16 * splits, 132) >= 0.95
+    # 200 channels: 2 ranges (400 CTAs, 0.76 of a wave) lose to 7 (1,400: 2.65 waves)
+    assert _last_wave_fill(200 * tail._bn_split(128, 200, 32 * 32, 4, 132)[0], 132) > 0.8
     # few elements: one range, every thread keeping at least 4 vectors
     assert tail._bn_split(1, 64, 7 * 9, 1, 132) == (1, 63)
     assert tail._bn_split(2, 3, 4096, 4, 132)[0] == 1
