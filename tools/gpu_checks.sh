@@ -8,6 +8,9 @@
 # The tree does not fit beside .dsl as it is: here, `bash tools/device_slim.sh pack
 # tests/families_tests`, carry [".dsl", ".device_tree.tgz"], and start the device command with
 # `tar xzf .device_tree.tgz && source .dsl/activate.sh && ...`; `restore` afterwards.
+# Everything carried shares 64 MiB with .dsl's 62: .kb with level1/ and level2/ only (0.8
+# MiB; level 3's files tip it over), and a bench store's tarball without its runs' files
+# (the store alone resumes finished runs: `tar cJf .bench/bench_kb2.tar.xz kb2.db`).
 #
 # Steps (approximate H200 minutes):
 #   gemm-fp32      3xTF32 with promotion: correctness cases and the GEMM bench (issue 5)  ~2
