@@ -95,6 +95,8 @@ EXTRA = {
                                           "dilation": (2, 1)}),
     "rec_channel_mean_bf16": ("conv", _IG, "add, mul", {"p_scale": "col"},
                               {"stages": [("channel", "relu")]}),
+    "rec_channel_log_softmax_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
+                                     {"stages": [("channel", "mul")]}),
     "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
                                          {"stages": [("channel", "sub")],
                                           "stride": (2, 2)}),

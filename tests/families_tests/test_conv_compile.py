@@ -14,7 +14,8 @@ per variant is enough: fp32 through 3xTF32 and TF32 (a tolerance that admits it)
 fp16, 1-D / 2-D / 3-D, a narrow k tile (16 input channels), transposed (one GEMM per output
 phase; the zero-inserting pack where a phase has no tap), full / per-channel / scalar
 epilogue operands, tails (GroupNorm then max pooling; max pooling then a spatial mean after a
-transposed conv; a softmax over channels then 3-D max pooling; BatchNorm), 64-row tiles with
+transposed conv; a softmax over channels then 3-D max pooling; a log-softmax over 48
+fp32 channels; BatchNorm), 64-row tiles with
 a 2-CTA cluster multicasting the im2col tiles, a 32-channel k tile and explicit stages, and
 the direct kernel: fp32 with a channel multiplier, stride 2 and a 5x5 kernel; bf16 with an
 epilogue and other knobs at a hidden verification shape; a dilated depthwise 1-D conv, a
@@ -70,6 +71,7 @@ CASES = [
     ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
     ("conv_transpose3d_bf16", {"phased": False}, 0),
     ("rec_channel_mean_bf16", {}, 0), ("rec_transposed_channel_amax_fp32", {}, 0),
+    ("rec_channel_log_softmax_fp32", {}, 0),
     ("rec_wide_dilated_fp32", {}, 0), ("rec_transposed_grouped_thin_fp32", {}, 0),
     *((name, {}, 0) for name in sorted(fd.CONV_TASK_BEFORE)),
     ("rec_pre_depthwise_pointwise_bf16", {}, 1),
@@ -266,15 +268,17 @@ def test_group_norm_statistics_keep_four_loads_in_flight(compiled):
 
 def test_channel_softmax_reads_each_channel_once(compiled):
     """A softmax over 64 channels or fewer holds a pixel's channels in registers
-    (``ChannelKernel.cached``): one load a channel, all issued before the max needs them,
-    instead of a max, a sum and a write pass each reading every channel (KernelBench L2 49 on
-    an H100: the input read three times, 757 us of the task's 2,232)."""
-    index = next(i for i, c in enumerate(CASES) if c[:2] == ("conv3d_softmax_maxpool_bf16", {}))
-    res = compiled[index]
-    channel = [k for comp in res["compiles"] for n, k in comp["kernels"].items()
-               if "ChannelKernel" in n]
-    assert channel, res
-    channels = int(fd.plan_of("conv3d_softmax_maxpool_bf16").param("out_channels"))
-    for k in channel:
-        loads = sum(v for op, v in k["ops"].items() if op.startswith("LDG"))
-        assert loads == channels and k["in_flight"] >= channels, (channels, k)
+    (``ChannelKernel.cached``; a softmax of 32 bf16 channels, a log-softmax of 48 fp32 ones):
+    one load a channel, all issued before the max needs them, instead of a max, a sum and a
+    write pass each reading every channel (KernelBench L2 49 on an H100: the input read
+    three times, 757 us of the task's 2,232)."""
+    for name in ("conv3d_softmax_maxpool_bf16", "rec_channel_log_softmax_fp32"):
+        index = next(i for i, c in enumerate(CASES) if c[:2] == (name, {}))
+        res = compiled[index]
+        channel = [k for comp in res["compiles"] for n, k in comp["kernels"].items()
+                   if "ChannelKernel" in n]
+        assert channel, (name, res)
+        channels = int(fd.plan_of(name).param("out_channels"))
+        for k in channel:
+            loads = sum(v for op, v in k["ops"].items() if op.startswith("LDG"))
+            assert loads == channels and k["in_flight"] >= channels, (name, channels, k)
