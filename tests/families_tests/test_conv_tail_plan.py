@@ -56,6 +56,10 @@ def test_batch_norm_cuts_each_channel_into_ranges_that_fill_the_gpu(tail):
     assert _covers(splits, chunk, 128 * 63 ** 3) and _last_wave_fill(16 * splits, 132) >= 0.95
     # 200 channels: 2 ranges (400 CTAs, 0.76 of a wave) lose to 7 (1,400: 2.65 waves)
     assert _last_wave_fill(200 * tail._bn_split(128, 200, 32 * 32, 4, 132)[0], 132) > 0.8
+    # chosen once a shape: the search over ranges costs ~100 us of Python, every call
+    tail._bn_split.cache_clear()
+    assert tail._bn_split(16, 32, 123039, 1, 132) == tail._bn_split(16, 32, 123039, 1, 132)
+    assert tail._bn_split.cache_info().hits == 1
     # few elements: one range, every thread keeping at least 4 vectors
     assert tail._bn_split(1, 64, 7 * 9, 1, 132) == (1, 63)
     assert tail._bn_split(2, 3, 4096, 4, 132)[0] == 1
