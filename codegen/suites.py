@@ -170,9 +170,11 @@ def load_suite(spec: str, *, _seen: tuple[str, ...] = ()) -> Suite:
     return Suite(name, str(d.get("description", "")), tuple(tasks), max_evals, str(p))
 
 
-def with_precision(suite: Suite, precision: str, folder: str | Path) -> Suite:
-    """``suite`` with every task in ``precision`` (:data:`cutegen.codegen.variants.PRECISIONS`):
-    itself for "native"; else each task not already of that dtype replaced by its variant
+def with_precision(suite: Suite, precision: str, folder: str | Path, *,
+                   atol: float | None = None, rtol: float | None = None) -> Suite:
+    """``suite`` with every task in ``precision`` (:data:`cutegen.codegen.variants.PRECISIONS`)
+    and held to ``atol`` / ``rtol`` where given: itself for "native" with neither; else each
+    task not already as asked replaced by its variant
     (:func:`cutegen.codegen.variants.make_variant`, files under ``folder``), of that dtype, in
     the same tier, with the original's seed candidates (a seed written for one dtype only
     fails its evaluation, and the search goes on). A KernelBench task's variant is searched
@@ -181,24 +183,32 @@ def with_precision(suite: Suite, precision: str, folder: str | Path) -> Suite:
     Raises:
         TaskError: a task cannot be loaded, or its variant written.
     """
-    if precision == "native":
+    held = [f"{k}={v:g}" for k, v in (("atol", atol), ("rtol", rtol)) if v is not None]
+    if precision == "native" and not held:
         return suite
     from cutegen.codegen.tasks import load_kernelbench_task, resolve_task
     from cutegen.codegen.variants import make_variant
 
     tasks = []
     for t in suite.tasks:
-        if t.dtype == precision:
+        if t.dtype == precision and not held:
             tasks.append(t)
             continue
         kb = t.kernelbench
         orig = load_kernelbench_task(*kb) if kb is not None else resolve_task(t.task)
-        v = make_variant(orig, precision, folder)
-        tasks.append(SuiteTask(str(v.path), precision, t.tier, t.seed_candidates))
-    return Suite(f"{suite.name}-{precision}",
-                 f"{suite.description}, as {precision} variants (floating-point inputs and "
-                 f"parameters cast; {precision}'s tolerance)", tuple(tasks), suite.max_evals,
-                 suite.source)
+        cast = precision if t.dtype != precision else "native"
+        v = make_variant(orig, cast, folder, atol=atol, rtol=rtol)
+        tasks.append(SuiteTask(str(v.path), t.dtype if cast == "native" else precision,
+                               t.tier, t.seed_candidates))
+    name, words = suite.name, suite.description
+    if precision != "native":
+        name += f"-{precision}"
+        words += (f", as {precision} variants (floating-point inputs and parameters cast; "
+                  f"{precision}'s tolerance)")
+    if held:
+        name += "-" + "-".join(h.replace("=", "") for h in held)
+        words += f", held to {', '.join(held)}"
+    return Suite(name, words, tuple(tasks), suite.max_evals, suite.source)
 
 
 def kernelbench_suite(root: str | Path, level: int, problems: Sequence[int] | None = None, *,

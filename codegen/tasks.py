@@ -82,6 +82,28 @@ def check_task_source(source: str, *, where: str = "task") -> None:
         )
 
 
+def declared_tolerance(source: str) -> dict[str, float] | None:
+    """The task's own ``TOLERANCE`` (``{"atol": .., "rtol": ..}``, either key may be missing),
+    read from its text without running it: the last top-level assignment wins, as it does
+    when the file runs (a tolerance variant appends one, :mod:`cutegen.codegen.variants`).
+    None where the task sets none, or sets one that is not a literal dict of numbers."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return None
+    found: dict[str, float] | None = None
+    for n in tree.body:
+        if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOLERANCE"
+                                              for t in n.targets)):
+            try:
+                v = ast.literal_eval(n.value)
+                found = ({str(k): float(x) for k, x in v.items() if k in ("atol", "rtol")}
+                         if isinstance(v, dict) else None)
+            except (ValueError, TypeError, SyntaxError):
+                found = None
+    return found
+
+
 def load_task_file(path: str | Path, *, name: str | None = None, origin: str = "file") -> Task:
     """Load a task from a file path.
 

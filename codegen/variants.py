@@ -31,14 +31,23 @@ identified by its own hash and resumed from its own path.
 The file is written atomically under ``FOLDER/<first 12 hex digits of the original's
 sha256>/<task name>_<dtype>.py`` (``cutegen`` uses the folder ``variants/`` beside the store),
 so the same task gives the same file every time and a resumed run finds it.
+
+**Tolerance variants** (``--atol`` / ``--rtol``): the task's text, unchanged, then one
+``TOLERANCE = {...}`` line (the last assignment wins when the file runs, and
+:func:`cutegen.codegen.tasks.declared_tolerance` reads it the same way), the value not given
+kept from the task's own ``TOLERANCE`` or else the dtype's row of the table
+(:data:`cutegen.codegen.numerics.TOLERANCES`). It is a task of its own for the same reason as
+a precision variant: a kernel held to 1e-2 is not comparable with one held to 1e-4. With both,
+the tolerance line comes first and the precision's lines after it.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from cutegen.codegen.atomic import write_atomic
-from cutegen.codegen.tasks import Task, load_task_file
+from cutegen.codegen.tasks import Task, declared_tolerance, load_task_file
 from cutegen.errors import TaskError
 
 #: The precisions a run may ask for: "native" (the task as written) or a variant's dtype.
@@ -121,22 +130,63 @@ def variant_source(source: str, precision: str) -> str:
     return source + _SUFFIX.format(tag=precision, dtype=_TORCH_DTYPE[precision])
 
 
-def make_variant(task: Task, precision: str, folder: str | Path) -> Task:
-    """``task`` in ``precision``: ``task`` itself for "native", else its variant, written
-    under ``folder`` (see the module doc) unless the file there already holds that text.
+#: Appended for a tolerance variant ({value}: the dict's literal).
+_TOL_SUFFIX = """
+
+# --- cutegen: this task held to another tolerance (cutegen.codegen.variants, --atol / --rtol);
+# --- the text above is the original, unchanged.
+TOLERANCE = {value}
+"""
+
+
+def tolerance_source(source: str, atol: float | None = None, rtol: float | None = None) -> str:
+    """The text of ``source`` held to ``atol`` / ``rtol`` (None: the task's own value, else
+    the dtype's row of the table).
 
     Raises:
-        TaskError: an unknown precision, or the file cannot be written.
+        TaskError: a tolerance that is negative, not finite, or neither given.
     """
-    if precision == "native":
+    given = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+    if not given:
+        raise TaskError("a tolerance variant needs atol or rtol")
+    for k, v in given.items():
+        if not (math.isfinite(v) and v >= 0):
+            raise TaskError(f"{k} must be a finite number >= 0, got {v!r}")
+    value = {**(declared_tolerance(source) or {}), **{k: float(v) for k, v in given.items()}}
+    return source + _TOL_SUFFIX.format(value=repr(dict(sorted(value.items()))))
+
+
+def _tag(x: float) -> str:
+    """A file-name-safe spelling of a tolerance: 0.01 -> 0p01, 1e-05 -> 1em05."""
+    return f"{x:g}".replace(".", "p").replace("-", "m").replace("+", "")
+
+
+def make_variant(task: Task, precision: str, folder: str | Path, *, atol: float | None = None,
+                 rtol: float | None = None) -> Task:
+    """``task`` in ``precision`` and held to ``atol`` / ``rtol``: ``task`` itself for
+    "native" with neither tolerance given, else its variant, written under ``folder`` (see the
+    module doc) unless the file there already holds that text.
+
+    Raises:
+        TaskError: an unknown precision, a tolerance that is negative or not finite, or the
+            file cannot be written.
+    """
+    if precision == "native" and atol is None and rtol is None:
         return task
-    text = variant_source(task.source, precision)
-    name = f"{task.name}_{precision}"
+    text, name = task.source, task.name
+    if atol is not None or rtol is not None:
+        text = tolerance_source(text, atol, rtol)
+        name += "".join(f"_{k}{_tag(v)}" for k, v in (("atol", atol), ("rtol", rtol))
+                        if v is not None)
+    if precision != "native":
+        text = variant_source(text, precision)
+        name += f"_{precision}"
     path = Path(folder).expanduser() / task.sha256[:12] / f"{name}.py"
     try:
         if not (path.is_file() and path.read_text(encoding="utf-8") == text):
             write_atomic(path, text.encode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
-        raise TaskError(f"cannot write the {precision} variant of {task.name} to {path}: "
+        raise TaskError(f"cannot write the {name.removeprefix(task.name + '_')} variant of "
+                        f"{task.name} to {path}: "
                         f"{e}") from e
     return load_task_file(path, name=name, origin=task.origin)

@@ -20,7 +20,13 @@ import click
 
 from cutegen import api
 from cutegen.cli.bench_jobs import open_job_run
-from cutegen.cli.options import db_option, eval_options, precision_option, variants_folder
+from cutegen.cli.options import (
+    db_option,
+    eval_options,
+    precision_option,
+    tolerance_options,
+    variants_folder,
+)
 from cutegen.codegen.backend import require_gpu
 from cutegen.errors import ConfigError, CuteGenError, DuplicatedRunError, GPURequiredError
 from cutegen.search import Budget
@@ -261,6 +267,7 @@ def _stdout_to_stderr() -> Any:
 @click.option("--problems", default=None, metavar="N,N,...",
               help="KernelBench problems to run (default: every problem of the level).")
 @precision_option
+@tolerance_options
 @db_option
 @click.option("--max-evals", type=click.IntRange(1, None), default=None,
               help="Evaluations per task (default: the suite's max_evals).")
@@ -303,7 +310,8 @@ def _stdout_to_stderr() -> Any:
 @_llm_passthrough
 @click.pass_context
 def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, level: int,
-              problems: str | None, precision: str, db: str, max_evals: int | None,
+              problems: str | None, precision: str, atol: float | None,
+              rtol: float | None, db: str, max_evals: int | None,
               max_gpu_minutes: float | None, out: str | None, reports: bool,
               compile_only: bool, arch: str, gpu: int | None, eval_timeout: float | None,
               jobs: int | None,
@@ -345,11 +353,12 @@ def bench_cmd(ctx: click.Context, suite: str | None, kernelbench: str | None, le
     from cutegen.search.report.bench_table import BenchReport, task_table, write_outputs
 
     s = _suite(suite, kernelbench, level, problems, max_evals)
-    if precision != "native":  # each task's variant, a task file of its own (before the
-        # run names: a variant's runs are named after it)
+    if precision != "native" or atol is not None or rtol is not None:
+        # each task's variant, a task file of its own (before the run names: a variant's
+        # runs are named after it)
         from cutegen.codegen.suites import with_precision
 
-        s = with_precision(s, precision, variants_folder(db))
+        s = with_precision(s, precision, variants_folder(db), atol=atol, rtol=rtol)
     if gpus is not None and gpu is not None:
         raise ConfigError("give --gpu or --gpus, not both")
     if jobs is None:  # one job per GPU given

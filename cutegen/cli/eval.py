@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cutegen.cli.options import precision_option
+from cutegen.cli.options import precision_option, tolerance_options, variant_words
 from cutegen.codegen.backend import require_gpu
 
 
@@ -32,6 +32,7 @@ def task_options(f: Any) -> Any:
 @click.argument("args", nargs=-1, required=True, metavar="[TASK] CANDIDATE")
 @task_options
 @precision_option
+@tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the Evaluation as JSON.")
 @click.option("--compile-only", is_flag=True,
               help="Only compile (works without a GPU, for --arch) and summarise the SASS.")
@@ -50,7 +51,7 @@ def task_options(f: Any) -> Any:
               show_default=True,
               help="Seconds the calls and output checks may take together.")
 def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
-             problem: int | None, precision: str, as_json: bool, compile_only: bool, arch: str, runs: int,
+             problem: int | None, precision: str, atol: float | None, rtol: float | None, as_json: bool, compile_only: bool, arch: str, runs: int,
              no_baselines: bool, gpu: int | None, run_dir: str, compile_timeout: float,
              timeout: float, eval_timeout: float) -> None:
     """Evaluate one CANDIDATE file against TASK and print the verdict.
@@ -85,10 +86,12 @@ def eval_cmd(args: tuple[str, ...], kernelbench: str | None, level: int | None,
     if task is not None and kernelbench is not None:
         raise click.UsageError("give TASK or --kernelbench, not both")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
-    if precision != "native":
+    if precision != "native" or atol is not None or rtol is not None:
         from cutegen.codegen.variants import make_variant
 
-        t = make_variant(t, precision, Path(run_dir) / "variants")
+        t = make_variant(t, precision, Path(run_dir) / "variants", atol=atol, rtol=rtol)
+        click.echo(f"{t.name}: {variant_words(precision, atol, rtol)}, {t.path}",
+                   err=True)
     cand = CandidateSource.from_path(candidate)
     if not compile_only:
         require_gpu("verifying and timing a candidate")

@@ -46,6 +46,26 @@ def precision_option(f: Any) -> Any:
              "(PERFORMANCE.md tier B; fp32 and bf16 results never share a mean).")(f)
 
 
+def tolerance_options(f: Any) -> Any:
+    """--atol / --rtol: the task held to another tolerance, as a task file of its own."""
+    for name, what in (("--rtol", "relative"), ("--atol", "absolute")):
+        f = click.option(
+            name, type=click.FloatRange(0, None), default=None, metavar="X",
+            help=f"Hold the outputs to this {what} tolerance instead of the task's own "
+                 f"TOLERANCE or its dtype's (fp32 1e-4, fp16 1e-3, bf16 1e-2): |out - ref| <= atol + "
+                 f"rtol*|ref|. The task with that tolerance is a task file of its own, written "
+                 f"beside the precision variants, so its results never share a mean with the "
+                 f"task's.")(f)
+    return f
+
+
+def variant_words(precision: str, atol: float | None, rtol: float | None) -> str:
+    """What a variant is, for a message: "the bf16 variant held to atol=0.01"."""
+    held = [f"{k}={v:g}" for k, v in (("atol", atol), ("rtol", rtol)) if v is not None]
+    return ("the task" if precision == "native" else f"the {precision} variant") + (
+        " held to " + ", ".join(held) if held else "")
+
+
 def variants_folder(db: str) -> str:
     """Where the precision variants of a store's tasks are written: variants/ beside it."""
     from pathlib import Path

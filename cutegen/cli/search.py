@@ -24,6 +24,8 @@ from cutegen.cli.options import (
     db_option,
     eval_options,
     precision_option,
+    tolerance_options,
+    variant_words,
     variants_folder,
 )
 from cutegen.errors import (
@@ -90,6 +92,7 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
 @click.option("--level", type=int, default=None, help="KernelBench level.")
 @click.option("--problem", type=int, default=None, help="KernelBench problem number.")
 @precision_option
+@tolerance_options
 @budget_options
 @click.option("--run", "run_name", default=None,
               help="Name of the run (default: the task name and a timestamp).")
@@ -118,7 +121,7 @@ def budget_from_options(max_evals: int | None, max_minutes: float | None,
 @profiling_options
 @llm_options(own_max_dollars=False)
 def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
-               problem: int | None, precision: str, max_evals: int | None,
+               problem: int | None, precision: str, atol: float | None, rtol: float | None, max_evals: int | None,
                max_minutes: float | None,
                max_gpu_minutes: float | None, max_dollars: float | None,
                run_name: str | None, seed: int, db: str, rewriter: str,
@@ -153,11 +156,12 @@ def search_cmd(task: str | None, kernelbench: str | None, level: int | None,
                     f"a run named {run_name!r} already exists in {db}; resume it with "
                     f"`cutegen resume {run_name}` or choose another --run name")
     t = resolve_task(task, kernelbench=kernelbench, level=level, problem=problem)
-    if precision != "native":
+    if precision != "native" or atol is not None or rtol is not None:
         from cutegen.codegen.variants import make_variant
 
-        t = make_variant(t, precision, variants_folder(db))
-        click.echo(f"{t.name}: the {precision} variant, {t.path}", err=True)
+        t = make_variant(t, precision, variants_folder(db), atol=atol, rtol=rtol)
+        click.echo(f"{t.name}: {variant_words(precision, atol, rtol)}, {t.path}",
+                   err=True)
     if rewriter == "builtin" and llm_config is not None:
         rewriter = "mixed"  # a configured model makes `mixed` the default (DESIGN.md seams)
         click.echo("--model given: using --rewriter mixed", err=True)

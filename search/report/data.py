@@ -11,7 +11,6 @@ run folder) is reported, not fatal. :func:`find_source` is shared with :mod:`.ex
 
 from __future__ import annotations
 
-import ast
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -163,19 +162,12 @@ def tolerance_text(task_name: str, task_path: str) -> str:
 
 
 def _task_tolerance(task_path: str) -> dict[str, float] | None:
+    from cutegen.codegen.tasks import declared_tolerance
+
     try:
-        tree = ast.parse(Path(task_path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+        return declared_tolerance(Path(task_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
         return None
-    for n in tree.body:
-        if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOLERANCE"
-                                              for t in n.targets)):
-            try:
-                v = ast.literal_eval(n.value)
-            except ValueError:
-                return None
-            return {k: float(x) for k, x in v.items()} if isinstance(v, dict) else None
-    return None
 
 
 def progress_points(storage: BaseStorage, run_id: int) -> tuple[Point, ...]:
