@@ -97,6 +97,8 @@ EXTRA = {
                               {"stages": [("channel", "relu")]}),
     "rec_channel_log_softmax_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
                                      {"stages": [("channel", "mul")]}),
+    "rec_channel_softmax_wide_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
+                                      {"stages": [("channel", "add")]}),
     "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
                                          {"stages": [("channel", "sub")],
                                           "stride": (2, 2)}),

@@ -71,7 +71,7 @@ CASES = [
     ("conv2d_1x1_bf16", {}, 0), ("rec_pointwise_chain_bf16", {}, 0),
     ("conv_transpose3d_bf16", {"phased": False}, 0),
     ("rec_channel_mean_bf16", {}, 0), ("rec_transposed_channel_amax_fp32", {}, 0),
-    ("rec_channel_log_softmax_fp32", {}, 0),
+    ("rec_channel_log_softmax_fp32", {}, 0), ("rec_channel_softmax_wide_fp32", {}, 0),
     ("rec_wide_dilated_fp32", {}, 0), ("rec_transposed_grouped_thin_fp32", {}, 0),
     *((name, {}, 0) for name in sorted(fd.CONV_TASK_BEFORE)),
     ("rec_pre_depthwise_pointwise_bf16", {}, 1),

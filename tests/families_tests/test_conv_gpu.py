@@ -42,6 +42,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_grouped_thin_asym_bf16", "rec_pointwise_chain_bf16",
                                  "rec_channel_mean_bf16", "rec_transposed_channel_amax_fp32",
                                  "rec_channel_log_softmax_fp32",
+                                 "rec_channel_softmax_wide_fp32",
                                  "rec_conv1d_channel_sum_fp32", "rec_wide_dilated_fp32",
                                  "rec_transposed_grouped_thin_fp32", "rec_pointwise_short_k_fp32",
                                  "rec_conv3d_short_rows_fp32",
