@@ -49,10 +49,10 @@
 #   outer-bcast    an outer broadcast's pointwise kernel walking rows of several trailing dims
 #                  ((B, 1) + (1, C, 1, 1) -> (1, C, B, 1); fortieth session, not yet run): its
 #                  GPU cases, then KernelBench L2 75's candidate timed (carry .kb)        ~5
-#   tails-41       the forty-first session's tail changes (never run): a (log-)softmax over
-#                  64 channels or fewer from registers, BatchNorm's ranges chosen for full
-#                  waves: their GPU cases, then KernelBench L2 49, 15, 6 through the CLI
-#                  (carry .kb)                                                          ~5
+#   tails-41       the forty-first and -second sessions' tail changes (never run): a
+#                  (log-)softmax over 64 channels or fewer from registers, over more in an
+#                  online pass, BatchNorm's ranges chosen for full waves: their GPU cases,
+#                  then KernelBench L2 49, 15, 6, 91 through the CLI (carry .kb)         ~6
 #   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
 #                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
 #                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
@@ -761,12 +761,13 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
         -q -n 2 -p no:cacheprovider -k "gemm_gn_min_bias or outer_sum"
       step outer_bcast_l2_75 240 $py tools/conv_sweep.py \
         .kb/level2/75_Gemm_GroupNorm_Min_BiasAdd.py --runs 20 ;;
-    tails-41)  # ChannelKernel.cached and _bn_split's full waves (forty-first session):
+    tails-41)  # ChannelKernel.cached and _bn_split's full waves (forty-first session), the
+      # online max-and-sum pass of ChannelKernel's wider softmax (forty-second):
       # correctness first (the softmax and BatchNorm conv chains), then the tasks they were
       # made for (H100, 2026-12-07: L2 49's softmax tail 757 us, L2 15's BatchNorm 645 us)
       step tails_41_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
         -p no:cacheprovider -k "softmax or batchnorm"
-      kb_once kb_tails_41 300 2 49,15,6 ;;
+      kb_once kb_tails_41 360 2 49,15,6,91 ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
       # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
       step mish_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \
