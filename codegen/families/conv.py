@@ -76,9 +76,16 @@ kernels took 377.5 us with the ChannelKernel tail (its conv storing 134 MB eleme
 element) and 132.2 us fused (H200). Off, or where the call's tile / cluster does not hold the
 channels, the conv writes its output and the ChannelKernel tail reduces it.
 
+**A norm applied by the pool after it** (``fuse_norm_pool``, :func:`norm_pool_fusable`):
+where a GroupNorm (InstanceNorm) or BatchNorm tail, its post chain reading no full tensor, is
+followed by a max / avg pool, the norm's kernel writes only a scale and an offset per (image,
+channel) and the PoolKernel normalises each value it reads: the normalised tensor is never
+written nor read back (KernelBench L2 85 on an H100: 534 us in GroupNormKernel for its
+520 MB, then 184 us in the pool reading it again; not yet measured fused).
+
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
-``phased``, ``fuse_channel``, ``split_k``, ``cluster_m`` /
+``phased``, ``fuse_channel``, ``fuse_norm_pool``, ``split_k``, ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family), ``paired`` (3xTF32: the packed input and filter as (hi, lo) pairs, 8 bytes
 a value instead of the three slots' 12, read as the three k slots through the GEMM's
@@ -327,6 +334,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["out_chans"] = [c for c in choices["out_chans"] if kg % c == 0]
         if fast_math_applies(plan.out_dtype, *chains):
             values["fast_math"], choices["fast_math"] = False, [False, True]
+        if norm_pool_fusable(plan):
+            values["fuse_norm_pool"], choices["fuse_norm_pool"] = True, [True, False]
         return values, choices
     precision = _precision(plan)
     fp32 = precision in ("tf32", "3xtf32")
@@ -382,6 +391,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["split_a"] = [False, True]
     if fuse:
         values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
+    if norm_pool_fusable(plan):
+        values["fuse_norm_pool"], choices["fuse_norm_pool"] = True, [True, False]
     modes = plan.param("precision_modes")
     if modes:
         choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [
@@ -425,8 +436,8 @@ def _wrapped(lf: Leaf) -> str:
             "scalar": f"_as_one({src})"}.get(lf.kind, src)
 
 
-def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
-    """``dtype, post, operands...`` of tail stage ``i`` (its post chain, when it has one,
+def _post_parts(plan: Plan, st: dict, i: int, parts: list[str]) -> tuple[str, str]:
+    """(post, operands...) of tail stage ``i`` as source (its post chain, when it has one,
     appended to ``parts`` as ``_post<i>``)."""
     post = st["post"]
     ops = Operands()
@@ -437,7 +448,45 @@ def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> st
         fn = f"_post{i}"
         parts.append(chain_function(fn, post, ops.access, epilogue=True,
                                     doc=f"The pointwise ops after tail op {i}, fused into it."))
-    return f"{dtype}, {fn}, {ops.args()}"
+    return fn, ops.args()
+
+
+def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
+    """``dtype, post, operands...`` of tail stage ``i`` (see _post_parts)."""
+    fn, args = _post_parts(plan, st, i, parts)
+    return f"{dtype}, {fn}, {args}"
+
+
+def _norm_pool_pair(plan: Plan, st: dict, nxt: dict | None) -> bool:
+    """Whether tail stage ``st`` is a GroupNorm or BatchNorm the pool ``nxt`` can apply as
+    it reads (``fuse_norm_pool``): its post chain reads no full tensor (per-channel operands
+    and single values are read once a thread by the pool)."""
+    return (st["op"] in ("group_norm", "batch_norm") and nxt is not None
+            and nxt["op"] in ("max_pool", "avg_pool")
+            and all(plan.leaf(name).kind != "full" for name in st["post"].leaves()))
+
+
+def norm_pool_fusable(plan: Plan) -> bool:
+    """Whether the plan's tail has a GroupNorm (InstanceNorm) or a BatchNorm followed by a
+    pooling that can take it in (:func:`_norm_pool_pair`; KernelBench L2 85: GroupNorm, a
+    scale, a max pool: the normalised tensor, 520 MB in fp32, written and read back between
+    the two; L2 11 and 72 a BatchNorm before a pool)."""
+    stages = [dict(st) for st in plan.param("stages", ())]
+    return any(_norm_pool_pair(plan, st, nxt)
+               for st, nxt in zip(stages[:-1], stages[1:], strict=True))
+
+
+def _norm_pool_line(plan: Plan, norm: dict, pool: dict, i: int, parts: list[str],
+                    dtype: str) -> str:
+    """The forward line launching tail stages ``i`` (a GroupNorm or BatchNorm) and
+    ``i + 1`` (a pool) as one (``_norm_pool_launch``)."""
+    pre, pre_args = _post_parts(plan, norm, i, parts)
+    rest = _post_args(plan, pool, i + 1, parts, dtype)
+    affine = [source(plan.leaf(norm[k])) if norm[k] else "None" for k in ("weight", "bias")]
+    return (f"y = _norm_pool_launch(y, {norm['op']!r}, {norm.get('groups', 0)!r}, "
+            f"{norm['eps']!r}, "
+            f"{affine[0]}, {affine[1]}, {pre}, {pre_args}, {pool['op'][:3]!r}, "
+            f"{tuple(pool['window'])!r}, {tuple(pool['stride'])!r}, {rest})")
 
 
 def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
@@ -504,9 +553,17 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
         lines = [f"y = _conv_channel_launch({conv_args}, {st['reduce']!r}, "
                  f"{st['keepdim']!r}, {rest}, conv=_conv_spec())"]
         first = 2
-    for i, st in enumerate(stages[first - 1:], first):
+    i = first
+    while i <= len(stages):
+        st, nxt = stages[i - 1], (stages[i] if i < len(stages) else None)
+        if values.get("fuse_norm_pool") and _norm_pool_pair(plan, st, nxt):
+            lines.append(_norm_pool_line(plan, st, nxt, i, funcs, _DTYPES[plan.out_dtype]
+                                         if i + 1 == len(stages) else mid))
+            i += 2
+            continue
         lines.append(_stage_line(plan, st, i, funcs,
                                  _DTYPES[plan.out_dtype] if i == len(stages) else mid))
+        i += 1
     for op, args in plan.param("reshapes", ()):
         call = {"squeeze": "torch.squeeze", "unsqueeze": "torch.unsqueeze",
                 "flatten": "torch.flatten"}[op]

@@ -99,6 +99,9 @@ EXTRA = {
                                      {"stages": [("channel", "mul")]}),
     "rec_channel_softmax_wide_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
                                       {"stages": [("channel", "add")]}),
+    "rec_batchnorm_tanh_maxpool_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
+                                        {"stages": [("batch_norm", "tanh"),
+                                                    ("max_pool", "-")]}),
     "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
                                          {"stages": [("channel", "sub")],
                                           "stride": (2, 2)}),
@@ -195,11 +198,19 @@ def test_rendered_conv_candidate(name):
                 "plane": "_plane_reduce_launch(y,", "group_norm": "_group_norm_launch(y,",
                 "channel": "_channel_launch(y,", "batch_norm": "_batch_norm_launch(y,"}
     body = code[code.index("class ModelNew"):]
-    for i, st in enumerate(plan.param("stages")):
+    stages = [dict(st) for st in plan.param("stages")]
+    for i, st in enumerate(stages):
         if i == 0 and "fuse_channel" in values:  # with the conv (or after it, knob off)
             assert "y = _conv_channel_launch(x, " in body, body
             continue
-        assert launches[dict(st)["op"]] in body, body
+        if values.get("fuse_norm_pool") and i + 1 < len(stages) and st["op"].endswith(
+                "_norm") and stages[i + 1]["op"].endswith("_pool"):  # one launch for both
+            assert f"y = _norm_pool_launch(y, {st['op']!r}, " in body, body
+            continue
+        if i > 0 and values.get("fuse_norm_pool") and st["op"].endswith("_pool") and stages[
+                i - 1]["op"].endswith("_norm"):
+            continue
+        assert launches[st["op"]] in body, body
     if not plan.param("stages"):
         assert "class PoolKernel" not in code
     if plan.param("module") == "features.0":
