@@ -76,16 +76,17 @@ kernels took 377.5 us with the ChannelKernel tail (its conv storing 134 MB eleme
 element) and 132.2 us fused (H200). Off, or where the call's tile / cluster does not hold the
 channels, the conv writes its output and the ChannelKernel tail reduces it.
 
-**A norm applied by the pool after it** (``fuse_norm_pool``, :func:`norm_pool_fusable`):
-where a GroupNorm (InstanceNorm) or BatchNorm tail, its post chain reading no full tensor, is
-followed by a max / avg pool, the norm's kernel writes only a scale and an offset per (image,
-channel) and the PoolKernel normalises each value it reads: the normalised tensor is never
-written nor read back (KernelBench L2 85 on an H100: 534 us in GroupNormKernel for its
-520 MB, then 184 us in the pool reading it again; not yet measured fused).
+**A norm applied by the tail after it** (``fuse_norm``, :func:`norm_fusable`): where a
+GroupNorm (InstanceNorm) or BatchNorm tail, its post chain reading no full tensor, is
+followed by a max / avg pool or a reduction over each plane, the norm's kernels write only a
+scale and an offset per (image, channel) and the PoolKernel / PlaneReduceKernel normalises
+each value it reads: the normalised tensor is never written nor read back (KernelBench L2 85
+on an H100: 534 us in GroupNormKernel for its 520 MB, then 184 us in the pool reading it
+again; not yet measured fused).
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
-``phased``, ``fuse_channel``, ``fuse_norm_pool``, ``split_k``, ``cluster_m`` /
+``phased``, ``fuse_channel``, ``fuse_norm``, ``split_k``, ``cluster_m`` /
 ``cluster_n``, ``stages``, ``raster``, ``swizzle``, ``promote`` (fp32), ``precision`` (as
 the gemm family), ``paired`` (3xTF32: the packed input and filter as (hi, lo) pairs, 8 bytes
 a value instead of the three slots' 12, read as the three k slots through the GEMM's
@@ -334,8 +335,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["out_chans"] = [c for c in choices["out_chans"] if kg % c == 0]
         if fast_math_applies(plan.out_dtype, *chains):
             values["fast_math"], choices["fast_math"] = False, [False, True]
-        if norm_pool_fusable(plan):
-            values["fuse_norm_pool"], choices["fuse_norm_pool"] = True, [True, False]
+        if norm_fusable(plan):
+            values["fuse_norm"], choices["fuse_norm"] = True, [True, False]
         return values, choices
     precision = _precision(plan)
     fp32 = precision in ("tf32", "3xtf32")
@@ -391,8 +392,8 @@ def conv_knobs(plan: Plan) -> tuple[dict, dict]:
         choices["split_a"] = [False, True]
     if fuse:
         values["fuse_channel"], choices["fuse_channel"] = True, [True, False]
-    if norm_pool_fusable(plan):
-        values["fuse_norm_pool"], choices["fuse_norm_pool"] = True, [True, False]
+    if norm_fusable(plan):
+        values["fuse_norm"], choices["fuse_norm"] = True, [True, False]
     modes = plan.param("precision_modes")
     if modes:
         choices["precision"] = [m for m in modes if (m in ("tf32", "3xtf32")) == fp32] or [
@@ -457,41 +458,45 @@ def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> st
     return f"{dtype}, {fn}, {args}"
 
 
-def _norm_pool_pair(plan: Plan, st: dict, nxt: dict | None) -> bool:
-    """Whether tail stage ``st`` is a GroupNorm or BatchNorm the pool ``nxt`` can apply as
-    it reads (``fuse_norm_pool``): its post chain reads no full tensor (per-channel operands
-    and single values are read once a thread by the pool)."""
+#: Tail ops that can apply a norm before them as they read (``fuse_norm``).
+NORM_CONSUMERS = ("max_pool", "avg_pool", "plane")
+
+
+def _norm_pair(plan: Plan, st: dict, nxt: dict | None) -> bool:
+    """Whether tail stage ``st`` is a GroupNorm or BatchNorm that the stage ``nxt`` (a pool
+    or a reduction over each plane) can apply as it reads (``fuse_norm``): the norm's post
+    chain reads no full tensor (per-channel operands and single values are read once a
+    thread)."""
     return (st["op"] in ("group_norm", "batch_norm") and nxt is not None
-            and nxt["op"] in ("max_pool", "avg_pool")
+            and nxt["op"] in NORM_CONSUMERS
             and all(plan.leaf(name).kind != "full" for name in st["post"].leaves()))
 
 
-def norm_pool_fusable(plan: Plan) -> bool:
+def norm_fusable(plan: Plan) -> bool:
     """Whether the plan's tail has a GroupNorm (InstanceNorm) or a BatchNorm followed by a
-    pooling that can take it in (:func:`_norm_pool_pair`; KernelBench L2 85: GroupNorm, a
-    scale, a max pool: the normalised tensor, 520 MB in fp32, written and read back between
-    the two; L2 11 and 72 a BatchNorm before a pool)."""
+    pool or a reduction over each plane that can take it in (:func:`_norm_pair`; KernelBench
+    L2 85: GroupNorm, a scale, a max pool: the normalised tensor, 520 MB in fp32, written and
+    read back between the two; L2 11, 72 and 77 a BatchNorm before a pool or a global
+    average, L2 27 a GroupNorm before one)."""
     stages = [dict(st) for st in plan.param("stages", ())]
-    return any(_norm_pool_pair(plan, st, nxt)
+    return any(_norm_pair(plan, st, nxt)
                for st, nxt in zip(stages[:-1], stages[1:], strict=True))
 
 
-def _norm_pool_line(plan: Plan, norm: dict, pool: dict, i: int, parts: list[str],
-                    dtype: str) -> str:
-    """The forward line launching tail stages ``i`` (a GroupNorm or BatchNorm) and
-    ``i + 1`` (a pool) as one (``_norm_pool_launch``)."""
+def _norm_arg(plan: Plan, norm: dict, i: int, parts: list[str]) -> str:
+    """The ``norm=`` argument of the launch after tail stage ``i`` (a GroupNorm or
+    BatchNorm) that applies it (``_norm_stats`` on y, then its post chain as ``pre``)."""
     pre, pre_args = _post_parts(plan, norm, i, parts)
-    rest = _post_args(plan, pool, i + 1, parts, dtype)
     affine = [source(plan.leaf(norm[k])) if norm[k] else "None" for k in ("weight", "bias")]
-    return (f"y = _norm_pool_launch(y, {norm['op']!r}, {norm.get('groups', 0)!r}, "
-            f"{norm['eps']!r}, "
-            f"{affine[0]}, {affine[1]}, {pre}, {pre_args}, {pool['op'][:3]!r}, "
-            f"{tuple(pool['window'])!r}, {tuple(pool['stride'])!r}, {rest})")
+    return (f"norm=(_norm_stats(y, {norm['op']!r}, {norm.get('groups', 0)!r}, "
+            f"{norm['eps']!r}, {affine[0]}, {affine[1]}), {pre}, {pre_args})")
 
 
-def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> str:
-    """The forward line launching tail stage ``i`` on ``y`` (see _post_args)."""
-    rest = _post_args(plan, st, i, parts, dtype)
+def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str,
+                norm: str = "") -> str:
+    """The forward line launching tail stage ``i`` on ``y`` (see _post_args); ``norm``: the
+    ``norm=`` argument of a pool or plane reduction applying the stage before it."""
+    rest = _post_args(plan, st, i, parts, dtype) + (f", {norm}" if norm else "")
     if st["op"] in ("max_pool", "avg_pool"):
         return (f"y = _pool_launch(y, {st['op'][:3]!r}, {tuple(st['window'])!r}, "
                 f"{tuple(st['stride'])!r}, {rest})")
@@ -556,13 +561,11 @@ def conv_parts(plan: Plan, values: dict) -> tuple[list[str], list[str], str]:
     i = first
     while i <= len(stages):
         st, nxt = stages[i - 1], (stages[i] if i < len(stages) else None)
-        if values.get("fuse_norm_pool") and _norm_pool_pair(plan, st, nxt):
-            lines.append(_norm_pool_line(plan, st, nxt, i, funcs, _DTYPES[plan.out_dtype]
-                                         if i + 1 == len(stages) else mid))
-            i += 2
-            continue
+        norm = ""
+        if values.get("fuse_norm") and nxt is not None and _norm_pair(plan, st, nxt):
+            norm, st, i = _norm_arg(plan, st, i, funcs), nxt, i + 1  # applied by the next
         lines.append(_stage_line(plan, st, i, funcs,
-                                 _DTYPES[plan.out_dtype] if i == len(stages) else mid))
+                                 _DTYPES[plan.out_dtype] if i == len(stages) else mid, norm))
         i += 1
     for op, args in plan.param("reshapes", ()):
         call = {"squeeze": "torch.squeeze", "unsqueeze": "torch.unsqueeze",

@@ -102,6 +102,9 @@ EXTRA = {
     "rec_batchnorm_tanh_maxpool_fp32": ("conv", _IG, "add", {"p_conv_bias": "col"},
                                         {"stages": [("batch_norm", "tanh"),
                                                     ("max_pool", "-")]}),
+    "rec_groupnorm_hardswish_mean_fp32": ("conv", _DIRECT, "add", {"p_conv_bias": "col"},
+                                          {"stages": [("group_norm", "hardswish"),
+                                                      ("plane", "-")]}),
     "rec_transposed_channel_amax_fp32": ("conv_transpose", _IG, "add, mul", {"y": "full"},
                                          {"stages": [("channel", "sub")],
                                           "stride": (2, 2)}),
@@ -182,6 +185,7 @@ def test_conv_not_covered(name):
 def test_rendered_conv_candidate(name):
     """The file parses, passes the static checks, imports nothing from cutegen, and its
     TUNABLES / TUNABLE_CHOICES / FAMILY / PRECISION are what the search reads."""
+    from cutegen.codegen.families.conv import NORM_CONSUMERS
     from cutegen.codegen.families.render import knobs
 
     plan = fd.plan_of(name)
@@ -203,12 +207,9 @@ def test_rendered_conv_candidate(name):
         if i == 0 and "fuse_channel" in values:  # with the conv (or after it, knob off)
             assert "y = _conv_channel_launch(x, " in body, body
             continue
-        if values.get("fuse_norm_pool") and i + 1 < len(stages) and st["op"].endswith(
-                "_norm") and stages[i + 1]["op"].endswith("_pool"):  # one launch for both
-            assert f"y = _norm_pool_launch(y, {st['op']!r}, " in body, body
-            continue
-        if i > 0 and values.get("fuse_norm_pool") and st["op"].endswith("_pool") and stages[
-                i - 1]["op"].endswith("_norm"):
+        if values.get("fuse_norm") and i + 1 < len(stages) and st["op"].endswith(
+                "_norm") and stages[i + 1]["op"] in NORM_CONSUMERS:  # applied by the next
+            assert f"norm=(_norm_stats(y, {st['op']!r}, " in body, body
             continue
         assert launches[st["op"]] in body, body
     if not plan.param("stages"):

@@ -136,14 +136,15 @@ def _block_reduce(v, part, is_max, threads):
 
 
 def _tail_namespace():
-    """ChannelKernel, GroupNormKernel and PoolKernel from conv_tail.py.tmpl (decorators
-    dropped) and _conv_leaf_values / _FLT_MAX from conv_common.py.tmpl, over stand-ins for
+    """The tail kernels and their norm helpers from conv_tail.py.tmpl (decorators dropped)
+    and _conv_leaf_values / _FLT_MAX from conv_common.py.tmpl, over stand-ins for
     the CuTe calls they make; ``thread`` sets the (thread, block) index the next kernel body
     run sees."""
     tree = ast.parse((TEMPLATES / "conv_tail.py.tmpl").read_text())
-    keep = [n for n in tree.body if isinstance(n, ast.ClassDef)
-            and n.name in ("ChannelKernel", "GroupNormKernel", "BatchNormKernel", "PoolKernel")]
-    assert len(keep) == 4
+    keep = [n for n in tree.body if (isinstance(n, ast.ClassDef) and n.name in (
+        "ChannelKernel", "GroupNormKernel", "BatchNormKernel", "PoolKernel", "PlaneReduceKernel"))
+        or (isinstance(n, ast.FunctionDef) and n.name in ("_norm_prologue", "_normed"))]
+    assert len(keep) == 7
     for cls in keep:
         for f in cls.body:
             if isinstance(f, ast.FunctionDef):
@@ -152,7 +153,7 @@ def _tail_namespace():
     keep += [n for n in common.body if (isinstance(n, ast.Assign)
                                         and ast.unparse(n.targets[0]) == "_FLT_MAX")
              or (isinstance(n, ast.FunctionDef) and n.name == "_conv_leaf_values")]
-    assert len(keep) == 6
+    assert len(keep) == 9
     thread = SimpleNamespace(tidx=0, bidx=0, bidy=0)
     cute = SimpleNamespace(
         Pointer=object, make_layout=lambda n, **kw: n,
@@ -252,15 +253,17 @@ def test_many_channels_of_ordinary_values(op):
     assert torch.allclose(got.double(), _torch(op, y), rtol=2e-5, atol=1e-6)
 
 
-def emulate_norm_pool(y: torch.Tensor, norm: str, groups: int, eps: float, weight, bias,
-                      scale, op: str, window: int, stride: int, lo: float, hi: float,
-                      vec: int) -> torch.Tensor:
-    """clamp(pool(norm(y) * scale), lo, hi) as ``_norm_pool_launch`` computes it (KernelBench
-    L2 85's tail with a GroupNorm; L2 11's and 72's kind with a BatchNorm): the norm's
-    statistics pass, one thread a CTA (its block reduction then its own sums), writes the
-    scales and offsets (GroupNormKernel ``stats_only``; BatchNormKernel "stats" over three
-    ranges a channel, then "affine"); PoolKernel with ``norm`` applies them and ``pre`` (the
-    scale) to every value it reads, then ``post`` (the clamp)."""
+def emulate_norm_then(y: torch.Tensor, norm: str, groups: int, eps: float, weight, bias,
+                      scale, op: str, window: int, stride: int, lo: float,
+                      hi: float, vec: int) -> torch.Tensor:
+    """clamp(reduce(norm(y) * scale), lo, hi) as ``_pool_launch`` / ``_plane_reduce_launch``
+    with ``norm`` compute it (``op`` "max" / "avg": a pool of ``window``, ``stride``; "mean",
+    "sum", "amax": over each plane; KernelBench L2 85's tail with a GroupNorm, L2 11's, 72's
+    and 77's kinds with a BatchNorm): the norm's statistics pass, one thread a CTA (its
+    block reduction then its own sums), writes the scales and offsets (GroupNormKernel
+    ``stats_only``; BatchNormKernel "stats" over three ranges a channel, then "affine"); the
+    PoolKernel or PlaneReduceKernel with ``norm`` applies them and ``pre`` (the scale) to
+    every value it reads, then ``post`` (the clamp)."""
     ns, thread = _tail_namespace()
     n, c, h, w = y.shape
     plane = h * w
@@ -292,39 +295,55 @@ def emulate_norm_pool(y: torch.Tensor, norm: str, groups: int, eps: float, weigh
     def post(y_, x_, v, r, s):
         return _fmin(_fmax(y_, s[0]), s[1])
 
-    p, q = (h - window) // stride + 1, (w - window) // stride + 1
-    out = np.full(n * c * p * q, np.nan, dtype=np.float32)
-    pool = ns["PoolKernel"](op, _V, _V, (1, window, window), (1, stride, stride), post, (), (),
-                            2, threads=8, norm=True, pre=pre, pre_full=(False,),
-                            pre_row_kinds=(), n_pre_scalars=0)
+    fused = {"norm": True, "pre": pre, "pre_full": (False,), "pre_row_kinds": (),
+             "n_pre_scalars": 0}
+    if op in ("max", "avg"):
+        p, q = (h - window) // stride + 1, (w - window) // stride + 1
+        kern = ns["PoolKernel"](op, _V, _V, (1, window, window), (1, stride, stride), post, (),
+                                (), 2, threads=8, **fused)
+        blocks, threads = -(-n * c * p * q // 8), 8
+        geo, lead = (n * c, c, 1, h, w, 1, p, q), ((q, p, 1, c),)
+        shape = (n, c, p, q)
+    else:
+        kern = ns["PlaneReduceKernel"](op, _V, _V, post, (), (), 2, threads=1, **fused)
+        blocks, threads = n * c, 1
+        geo, lead, shape = (n * c, c, plane), (), (n, c)
+    out = np.full(math.prod(shape), np.nan, dtype=np.float32)
     place = _Ptr(out)
-    _run(pool, thread, -(-n * c * p * q // 8), 8, _Ptr(src), _Ptr(out), _Ptr(aff),
-         (n * c, c, 1, h, w, 1, p, q), (q, p, 1, c), (place,), (place,), [0.0, lo, hi],
-         (place, _Ptr(scale.float().numpy().copy())), (place,), [0.0])
-    return torch.from_numpy(out).view(n, c, p, q)
+    _run(kern, thread, blocks, threads, _Ptr(src), _Ptr(out), _Ptr(aff), geo, *lead,
+         (place,), (place,), [0.0, lo, hi], (place, _Ptr(scale.float().numpy().copy())),
+         (place,), [0.0])
+    return torch.from_numpy(out).view(shape)
 
 
 @pytest.mark.parametrize(("norm", "groups", "affine", "op", "window", "stride", "vec"), [
     ("group_norm", 3, True, "max", 2, 2, 4),   # L2 85's kind: GroupNorm, scale, max pool, clamp
     ("group_norm", 3, False, "avg", 3, 2, 2),  # no affine, windows that leave a remainder
     ("group_norm", 6, True, "max", 3, 3, 1),   # InstanceNorm (a group a channel), vec 1
+    ("group_norm", 2, True, "mean", 0, 0, 4),  # L2 27's kind: then a mean over each plane
     ("batch_norm", 0, True, "max", 2, 2, 4),   # L2 11's kind: BatchNorm before a max pool
     ("batch_norm", 0, False, "avg", 3, 2, 1),  # L2 72's kind: before an avg pool
+    ("batch_norm", 0, True, "mean", 0, 0, 2),  # L2 77's kind: before a global average
+    ("batch_norm", 0, True, "amax", 0, 0, 4),
 ])
-def test_a_norm_applied_by_the_pool_matches_torch(norm, groups, affine, op, window, stride,
-                                                   vec):
+def test_a_norm_applied_by_the_next_tail_matches_torch(norm, groups, affine, op, window,
+                                                       stride, vec):
     g = torch.Generator().manual_seed(groups + window + vec)
     y = torch.randn(2, 6, 8, 8, generator=g) * 3 + 1.5
     weight = torch.randn(6, generator=g) if affine else None
     bias = torch.randn(6, generator=g) if affine else None
     scale = torch.randn(6, generator=g)
-    got = emulate_norm_pool(y, norm, groups, 1e-5, weight, bias, scale, op, window, stride,
+    got = emulate_norm_then(y, norm, groups, 1e-5, weight, bias, scale, op, window, stride,
                             -0.8, 0.9, vec)
     f = torch.nn.functional
     w64, b64 = (None if t is None else t.double() for t in (weight, bias))
     x = (f.group_norm(y.double(), groups, w64, b64, 1e-5) if norm == "group_norm" else
          f.batch_norm(y.double(), None, None, w64, b64, training=True, eps=1e-5))
     x = x * scale.double().view(1, 6, 1, 1)
-    want = (f.max_pool2d if op == "max" else f.avg_pool2d)(x, window, stride).clamp(-0.8, 0.9)
+    if op in ("max", "avg"):
+        x = (f.max_pool2d if op == "max" else f.avg_pool2d)(x, window, stride)
+    else:
+        x = getattr(x, op)(dim=(2, 3))
+    want = x.clamp(-0.8, 0.9)
     assert got.shape == want.shape
     assert torch.allclose(got.double(), want, rtol=1e-5, atol=2e-5), (got - want).abs().max()

@@ -1,6 +1,6 @@
 """Conv2d, a BatchNorm with batch statistics, a tanh, then a 2x2 max pool (KernelBench L2 11's
 kind): by default the BatchNorm's kernels write only each channel's scale and offset, and
-the PoolKernel normalises and takes the tanh of each value it reads (``fuse_norm_pool``)."""
+the PoolKernel normalises and takes the tanh of each value it reads (``fuse_norm``)."""
 import torch
 import torch.nn as nn
 
