@@ -78,9 +78,10 @@ channels, the conv writes its output and the ChannelKernel tail reduces it.
 
 **A norm applied by the tail after it** (``fuse_norm``, :func:`norm_fusable`): where a
 GroupNorm (InstanceNorm) or BatchNorm tail, its post chain reading no full tensor, is
-followed by a max / avg pool or a reduction over each plane, the norm's kernels write only a
-scale and an offset per (image, channel) and the PoolKernel / PlaneReduceKernel normalises
-each value it reads: the normalised tensor is never written nor read back (KernelBench L2 85
+followed by a max / avg pool or a reduction over each plane or the channels (softmax
+included), the norm's kernels write only a scale and an offset per (image, channel) and the
+PoolKernel / PlaneReduceKernel / ChannelKernel normalises each value it reads: the
+normalised tensor is never written nor read back (KernelBench L2 85
 on an H100: 534 us in GroupNormKernel for its 520 MB, then 184 us in the pool reading it
 again; not yet measured fused).
 
@@ -459,14 +460,14 @@ def _post_args(plan: Plan, st: dict, i: int, parts: list[str], dtype: str) -> st
 
 
 #: Tail ops that can apply a norm before them as they read (``fuse_norm``).
-NORM_CONSUMERS = ("max_pool", "avg_pool", "plane")
+NORM_CONSUMERS = ("max_pool", "avg_pool", "plane", "channel")
 
 
 def _norm_pair(plan: Plan, st: dict, nxt: dict | None) -> bool:
-    """Whether tail stage ``st`` is a GroupNorm or BatchNorm that the stage ``nxt`` (a pool
-    or a reduction over each plane) can apply as it reads (``fuse_norm``): the norm's post
-    chain reads no full tensor (per-channel operands and single values are read once a
-    thread)."""
+    """Whether tail stage ``st`` is a GroupNorm or BatchNorm that the stage ``nxt`` (a pool,
+    a reduction over each plane or over the channels) can apply as it reads (``fuse_norm``):
+    the norm's post chain reads no full tensor (per-channel operands and single values are
+    read by the next kernel beside each value)."""
     return (st["op"] in ("group_norm", "batch_norm") and nxt is not None
             and nxt["op"] in NORM_CONSUMERS
             and all(plan.leaf(name).kind != "full" for name in st["post"].leaves()))
@@ -474,10 +475,11 @@ def _norm_pair(plan: Plan, st: dict, nxt: dict | None) -> bool:
 
 def norm_fusable(plan: Plan) -> bool:
     """Whether the plan's tail has a GroupNorm (InstanceNorm) or a BatchNorm followed by a
-    pool or a reduction over each plane that can take it in (:func:`_norm_pair`; KernelBench
-    L2 85: GroupNorm, a scale, a max pool: the normalised tensor, 520 MB in fp32, written and
-    read back between the two; L2 11, 72 and 77 a BatchNorm before a pool or a global
-    average, L2 27 a GroupNorm before one)."""
+    pool or a reduction over each plane or the channels that can take it in
+    (:func:`_norm_pair`; KernelBench L2 85: GroupNorm, a scale, a max pool: the normalised
+    tensor, 520 MB in fp32, written and read back between the two; L2 11, 72 and 77 a
+    BatchNorm before a pool or a global average, L2 27 a GroupNorm before one, L2 79 before
+    a max over the channels)."""
     stages = [dict(st) for st in plan.param("stages", ())]
     return any(_norm_pair(plan, st, nxt)
                for st, nxt in zip(stages[:-1], stages[1:], strict=True))

@@ -64,6 +64,7 @@ CASES = [
     ("rec_batchnorm_tanh_maxpool_fp32", {"fuse_norm": False}, 0),
     ("rec_groupnorm_hardswish_mean_fp32", {}, 0),
     ("rec_groupnorm_hardswish_mean_fp32", {"fuse_norm": False}, 0),
+    ("rec_groupnorm_clamp_channel_max_fp32", {}, 0),
     ("conv2d_instancenorm_div_fp32", {}, 0),  # the fp32 GroupNorm tail (KernelBench L2 17)
     ("conv_transpose2d_maxpool_hardtanh_mean_tanh_bf16", {}, 1),
     ("rec_functional_same_fp16", {}, 0),

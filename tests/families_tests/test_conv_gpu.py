@@ -45,6 +45,7 @@ TASKS = list(fd.BUNDLED_CONV) + ["rec_functional_same_fp16", "rec_transposed_fun
                                  "rec_channel_softmax_wide_fp32",
                                  "rec_batchnorm_tanh_maxpool_fp32",
                                  "rec_groupnorm_hardswish_mean_fp32",
+                                 "rec_groupnorm_clamp_channel_max_fp32",
                                  "rec_conv1d_channel_sum_fp32", "rec_wide_dilated_fp32",
                                  "rec_transposed_grouped_thin_fp32", "rec_pointwise_short_k_fp32",
                                  "rec_conv3d_short_rows_fp32",
@@ -83,6 +84,7 @@ CASES += [("conv2d_bf16", (("tile_m", 64),)), ("conv2d_bf16", (("cluster_m", 2),
           ("conv2d_groupnorm_scale_maxpool_clamp_bf16", (("fuse_norm", False),)),
           ("rec_batchnorm_tanh_maxpool_fp32", (("fuse_norm", False),)),
           ("rec_groupnorm_hardswish_mean_fp32", (("fuse_norm", False),)),
+          ("rec_groupnorm_clamp_channel_max_fp32", (("fuse_norm", False),)),
           # split-K (fp32 partial outputs, then ConvSplitReduceKernel with the chain): 3xTF32,
           # bf16, groups (a workspace slice a group), a full residual and per-channel scale in
           # the reduce kernel's chain, a stride-1 transposed conv, 1-D with more slices than

@@ -192,8 +192,9 @@ def emulate(op: str, y: torch.Tensor, cached: int = 0) -> torch.Tensor:
     src = y.float().contiguous().view(-1).numpy().copy()
     reduce = op not in ("softmax", "log_softmax")
     out = np.full(n * size if reduce else n * c * size, np.nan, dtype=np.float32)
-    _run(kern, thread, -(-n * size // threads), threads, _Ptr(src), _Ptr(out), (n, c, size),
-         size, (), (), [0.0])
+    place = _Ptr(out)
+    _run(kern, thread, -(-n * size // threads), threads, _Ptr(src), place, place,
+         (n, c, size), size, (place,), (place,), [0.0], (place,), (place,), [0.0])
     return torch.from_numpy(out).view(n, 1 if reduce else c, size)
 
 
@@ -256,9 +257,10 @@ def test_many_channels_of_ordinary_values(op):
 def emulate_norm_then(y: torch.Tensor, norm: str, groups: int, eps: float, weight, bias,
                       scale, op: str, window: int, stride: int, lo: float,
                       hi: float, vec: int) -> torch.Tensor:
-    """clamp(reduce(norm(y) * scale), lo, hi) as ``_pool_launch`` / ``_plane_reduce_launch``
-    with ``norm`` compute it (``op`` "max" / "avg": a pool of ``window``, ``stride``; "mean",
-    "sum", "amax": over each plane; KernelBench L2 85's tail with a GroupNorm, L2 11's, 72's
+    """clamp(reduce(norm(y) * scale), lo, hi) as ``_pool_launch`` / ``_plane_reduce_launch`` /
+    ``_channel_launch`` with ``norm`` compute it (``op`` "max" / "avg": a pool of ``window``,
+    ``stride``; "mean", "sum", "amax": over each plane; "channel_<op>": over the channels,
+    held in registers where ``window``; KernelBench L2 85's tail with a GroupNorm, L2 11's, 72's
     and 77's kinds with a BatchNorm): the norm's statistics pass, one thread a CTA (its
     block reduction then its own sums), writes the scales and offsets (GroupNormKernel
     ``stats_only``; BatchNormKernel "stats" over three ranges a channel, then "affine"); the
@@ -304,6 +306,13 @@ def emulate_norm_then(y: torch.Tensor, norm: str, groups: int, eps: float, weigh
         blocks, threads = -(-n * c * p * q // 8), 8
         geo, lead = (n * c, c, 1, h, w, 1, p, q), ((q, p, 1, c),)
         shape = (n, c, p, q)
+    elif op.startswith("channel_"):  # over the channels: window > 0 holds them in registers
+        red = op.removeprefix("channel_")
+        kern = ns["ChannelKernel"](red, _V, _V, post, (), (), 2, threads=8,
+                                   cached=c if window else 0, **fused)
+        blocks, threads = -(-n * plane // 8), 8
+        geo, lead = (n, c, plane), (plane,)
+        shape = (n, c, h, w) if red.endswith("softmax") else (n, h, w)
     else:
         kern = ns["PlaneReduceKernel"](op, _V, _V, post, (), (), 2, threads=1, **fused)
         blocks, threads = n * c, 1
@@ -325,6 +334,10 @@ def emulate_norm_then(y: torch.Tensor, norm: str, groups: int, eps: float, weigh
     ("batch_norm", 0, False, "avg", 3, 2, 1),  # L2 72's kind: before an avg pool
     ("batch_norm", 0, True, "mean", 0, 0, 2),  # L2 77's kind: before a global average
     ("batch_norm", 0, True, "amax", 0, 0, 4),
+    ("group_norm", 3, True, "channel_amax", 0, 0, 4),  # L2 79's kind: a max over channels
+    ("batch_norm", 0, True, "channel_logsumexp", 0, 0, 2),
+    ("group_norm", 2, False, "channel_softmax", 0, 0, 4),
+    ("batch_norm", 0, True, "channel_log_softmax", 1, 0, 1),  # channels in registers
 ])
 def test_a_norm_applied_by_the_next_tail_matches_torch(norm, groups, affine, op, window,
                                                        stride, vec):
@@ -342,6 +355,10 @@ def test_a_norm_applied_by_the_next_tail_matches_torch(norm, groups, affine, op,
     x = x * scale.double().view(1, 6, 1, 1)
     if op in ("max", "avg"):
         x = (f.max_pool2d if op == "max" else f.avg_pool2d)(x, window, stride)
+    elif op.startswith("channel_"):
+        red = op.removeprefix("channel_")
+        x = (getattr(torch, red)(x, 1) if red.endswith("softmax") else
+             torch.logsumexp(x, 1) if red == "logsumexp" else x.amax(1))
     else:
         x = getattr(x, op)(dim=(2, 3))
     want = x.clamp(-0.8, 0.9)
