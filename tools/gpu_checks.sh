@@ -768,7 +768,7 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       # the pool, plane or channel reduction after them (fuse_norm; forty-second):
       # correctness first (the softmax and BatchNorm conv chains), then the tasks they were
       # made for (H100, 2026-12-07: L2 49's softmax tail 757 us, L2 15's BatchNorm 645 us)
-      step tails_41_gpu 240 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
+      step tails_41_gpu 420 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
         -p no:cacheprovider -k "softmax or batchnorm or groupnorm"
       kb_once kb_tails_41 600 2 49,15,6,91,85,11,72,77,27,79 ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
