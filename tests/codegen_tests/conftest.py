@@ -125,3 +125,20 @@ def _register(name: str, filename: str) -> None:
 
 
 _register("_cutegen_attacks", "attacks.py")
+
+
+@pytest.fixture
+def eval_sees(monkeypatch):
+    """The tasks ``cutegen eval`` hands its evaluator, which this replaces with a
+    compile-only FakeEvaluator (what the command resolved is then checked)."""
+    import cutegen.codegen.eval.evaluator as evaluator_mod
+    from cutegen.testing import FakeEvaluator
+
+    seen: list = []
+
+    def fake(task, opts, run_dir):
+        seen.append(task)
+        return FakeEvaluator(seed=1, compile_only=True)
+
+    monkeypatch.setattr(evaluator_mod, "local_evaluator", fake)
+    return seen

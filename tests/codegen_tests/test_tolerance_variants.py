@@ -100,21 +100,13 @@ def test_the_reference_worker_holds_outputs_to_the_variants_tolerance(tmp_path):
         ref.close()
 
 
-def test_cutegen_eval_and_search_hold_the_task_to_atol_rtol(tmp_path, monkeypatch):
+def test_cutegen_eval_and_search_hold_the_task_to_atol_rtol(tmp_path, monkeypatch, eval_sees):
     from click.testing import CliRunner
 
-    import cutegen.codegen.eval.evaluator as evaluator_mod
     from cutegen.cli.eval import eval_cmd
     from cutegen.cli.search import search_cmd
-    from cutegen.testing import FakeEvaluator
 
-    seen = []
-
-    def fake(task, opts, run_dir):
-        seen.append(task)
-        return FakeEvaluator(seed=1, compile_only=True)
-
-    monkeypatch.setattr(evaluator_mod, "local_evaluator", fake)
+    seen = eval_sees
     (tmp_path / "t.py").write_text(TASK)
     (tmp_path / "cand.py").write_text("x = 1\n")
     r = CliRunner().invoke(eval_cmd, [str(tmp_path / "t.py"), str(tmp_path / "cand.py"),

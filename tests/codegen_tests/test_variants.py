@@ -179,22 +179,14 @@ def test_an_llm_asked_for_a_variants_kernel_is_told_to_build_bf16_parameters(tmp
     assert "ModelNew must build its parameters in torch.bfloat16" in user
 
 
-def test_cutegen_eval_checks_a_candidate_against_the_variant(tmp_path, monkeypatch):
+def test_cutegen_eval_checks_a_candidate_against_the_variant(tmp_path, eval_sees):
     """``cutegen eval TASK CAND --precision bf16`` evaluates against the bf16 variant, written
     under RUN_DIR/variants/ (the evaluator replaced: what it is given is checked)."""
     from click.testing import CliRunner
 
-    import cutegen.codegen.eval.evaluator as evaluator_mod
     from cutegen.cli.eval import eval_cmd
-    from cutegen.testing import FakeEvaluator
 
-    seen = []
-
-    def fake(task, opts, run_dir):
-        seen.append(task)
-        return FakeEvaluator(seed=1, compile_only=True)
-
-    monkeypatch.setattr(evaluator_mod, "local_evaluator", fake)
+    seen = eval_sees
     (tmp_path / "t.py").write_text(TASK)
     (tmp_path / "cand.py").write_text("x = 1\n")
     r = CliRunner().invoke(eval_cmd, [str(tmp_path / "t.py"), str(tmp_path / "cand.py"),
