@@ -81,9 +81,9 @@ GroupNorm (InstanceNorm) or BatchNorm tail, its post chain reading no full tenso
 followed by a max / avg pool or a reduction over each plane or the channels (softmax
 included), the norm's kernels write only a scale and an offset per (image, channel) and the
 PoolKernel / PlaneReduceKernel / ChannelKernel normalises each value it reads: the
-normalised tensor is never written nor read back (KernelBench L2 85
-on an H100: 534 us in GroupNormKernel for its 520 MB, then 184 us in the pool reading it
-again; not yet measured fused).
+normalised tensor is never written nor read back (KernelBench L2 85 on an H100: 534 us in
+GroupNormKernel for its 520 MB, then 184 us in the pool reading it again; not yet measured
+fused).
 
 Knobs (TUNABLES / TUNABLE_CHOICES, :func:`conv_knobs`): ``tile_m``, ``tile_n``, ``tile_k``
 (channels per k tile, one filter tap at a time: small for few channels), ``fold``, ``gemm_1x1``,
@@ -497,7 +497,7 @@ def _norm_arg(plan: Plan, norm: dict, i: int, parts: list[str]) -> str:
 def _stage_line(plan: Plan, st: dict, i: int, parts: list[str], dtype: str,
                 norm: str = "") -> str:
     """The forward line launching tail stage ``i`` on ``y`` (see _post_args); ``norm``: the
-    ``norm=`` argument of a pool or plane reduction applying the stage before it."""
+    ``norm=`` argument of a pool, plane or channel reduction applying the stage before it."""
     rest = _post_args(plan, st, i, parts, dtype) + (f", {norm}" if norm else "")
     if st["op"] in ("max_pool", "avg_pool"):
         return (f"y = _pool_launch(y, {st['op'][:3]!r}, {tuple(st['window'])!r}, "
