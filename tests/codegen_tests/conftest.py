@@ -142,3 +142,18 @@ def eval_sees(monkeypatch):
 
     monkeypatch.setattr(evaluator_mod, "local_evaluator", fake)
     return seen
+
+
+@pytest.fixture
+def kb_two(tmp_path):
+    """A KernelBench folder under tmp_path holding level 1's ``3_Toy.py`` (the task text
+    given) and ``6_Bf16.py`` (the same with its ``torch.randn(SIZES)`` input in bf16); the
+    fixture is the function that writes them, given the text and SIZES."""
+    def write(text: str, sizes: str):
+        lvl = tmp_path / "KernelBench" / "level1"
+        lvl.mkdir(parents=True, exist_ok=True)
+        (lvl / "3_Toy.py").write_text(text)
+        (lvl / "6_Bf16.py").write_text(text.replace(
+            f"torch.randn({sizes})", f"torch.randn({sizes}, dtype=torch.bfloat16)"))
+        return tmp_path
+    return write

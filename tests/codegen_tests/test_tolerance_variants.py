@@ -141,17 +141,12 @@ def test_cutegen_eval_and_search_hold_the_task_to_atol_rtol(tmp_path, monkeypatc
     assert declared_tolerance(task.source) == {"rtol": 0.001}
 
 
-def test_a_suite_held_to_another_tolerance(tmp_path):
+def test_a_suite_held_to_another_tolerance(tmp_path, kb_two):
     """``cutegen bench --atol``: every task replaced by its tolerance variant, a bf16 task as
     well (already in the dtype asked, but not at the tolerance asked)."""
     from cutegen.codegen.suites import kernelbench_suite, with_precision
 
-    lvl = tmp_path / "KernelBench" / "level1"
-    lvl.mkdir(parents=True)
-    (lvl / "3_Toy.py").write_text(TASK)
-    (lvl / "6_Bf16.py").write_text(TASK.replace("torch.randn(64, 32)",
-                                                "torch.randn(64, 32, dtype=torch.bfloat16)"))
-    kb = kernelbench_suite(tmp_path, 1)
+    kb = kernelbench_suite(kb_two(TASK, "64, 32"), 1)
     s = with_precision(kb, "native", tmp_path / "v", atol=0.01)
     assert s.name == "kernelbench-L1-atol0.01" and "held to atol=0.01" in s.description
     toy, b16 = s.tasks

@@ -109,13 +109,8 @@ def test_an_unwritable_folder_is_a_task_error(tmp_path):
         make_variant(load_task_file(tmp_path / "t.py"), "bf16", tmp_path / "file")
 
 
-def test_a_suite_in_bf16(tmp_path):
-    lvl = tmp_path / "KernelBench" / "level1"
-    lvl.mkdir(parents=True)
-    (lvl / "3_Toy.py").write_text(TASK)
-    (lvl / "6_Bf16.py").write_text(TASK.replace("torch.randn(4, 5)",
-                                                "torch.randn(4, 5, dtype=torch.bfloat16)"))
-    kb = kernelbench_suite(tmp_path, 1)
+def test_a_suite_in_bf16(tmp_path, kb_two):
+    kb = kernelbench_suite(kb_two(TASK, "4, 5"), 1)
     assert with_precision(kb, "native", tmp_path / "v") is kb
     s = with_precision(kb, "bf16", tmp_path / "v")
     assert s.name == "kernelbench-L1-bf16" and "bf16 variants" in s.description
