@@ -143,8 +143,8 @@ def _tail_namespace():
     tree = ast.parse((TEMPLATES / "conv_tail.py.tmpl").read_text())
     keep = [n for n in tree.body if (isinstance(n, ast.ClassDef) and n.name in (
         "ChannelKernel", "GroupNormKernel", "BatchNormKernel", "PoolKernel", "PlaneReduceKernel"))
-        or (isinstance(n, ast.FunctionDef) and n.name in ("_norm_prologue", "_normed"))]
-    assert len(keep) == 7
+        or (isinstance(n, ast.FunctionDef) and n.name in ("_norm_prologue", "_normed", "_norm_affine"))]
+    assert len(keep) == 8
     for cls in keep:
         for f in cls.body:
             if isinstance(f, ast.FunctionDef):
@@ -153,7 +153,7 @@ def _tail_namespace():
     keep += [n for n in common.body if (isinstance(n, ast.Assign)
                                         and ast.unparse(n.targets[0]) == "_FLT_MAX")
              or (isinstance(n, ast.FunctionDef) and n.name == "_conv_leaf_values")]
-    assert len(keep) == 9
+    assert len(keep) == 10
     thread = SimpleNamespace(tidx=0, bidx=0, bidy=0)
     cute = SimpleNamespace(
         Pointer=object, make_layout=lambda n, **kw: n,
