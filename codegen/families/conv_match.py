@@ -78,9 +78,10 @@ class ConvMatcher(Matcher):
     """A Matcher whose tensor leaves are classified against the NC(D)HW output frame."""
 
     def _add_leaf(self, name: str, source: str, ref: str, shape: tuple[int, ...], dtype: str,
-                  frame: tuple[int, ...], k: int, kind: str | None = None) -> str:
+                  frame: tuple[int, ...], k: int, kind: str | None = None,
+                  view: tuple[int, ...] = ()) -> str:
         return super()._add_leaf(name, source, ref, shape, dtype, frame, k,
-                                 kind or conv_leaf_kind(tuple(shape), frame, ref))
+                                 kind or conv_leaf_kind(tuple(shape), frame, ref), view)
 
 
 def conv_leaf_kind(shape: tuple[int, ...], frame: tuple[int, ...], ref: str) -> str:

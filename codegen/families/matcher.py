@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from cutegen.codegen.families.capture import Captured, Node
 from cutegen.codegen.families.ops import COMPARE_OPS, POINTWISE_OPS, RANDOM_MARK
-from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode
+from cutegen.codegen.families.plan import Chain, Leaf, NotCovered, PwNode, unit_view
 
 FLOATS = ("float32", "bfloat16", "float16")
 #: RMSNorm's default eps: the epsilon of its compute type (fp32 for fp32, bf16 and fp16).
@@ -177,7 +177,8 @@ class Matcher:
                               frame, k)
 
     def _add_leaf(self, name: str, source: str, ref: str, shape: tuple[int, ...], dtype: str,
-                  frame: tuple[int, ...], k: int, kind: str | None = None) -> str:
+                  frame: tuple[int, ...], k: int, kind: str | None = None,
+                  view: tuple[int, ...] = ()) -> str:
         kind = kind or self.classify(tuple(shape), frame, k)
         if kind is None:
             raise NotCoveredError(f"{ref} of shape {tuple(shape)} does not broadcast against "
@@ -188,7 +189,7 @@ class Matcher:
         rowmap: tuple[int, ...] = ()
         if kind == "rowmap":
             rowmap = (*rowmap_run(tuple(shape), frame, k), len(frame) - k)
-        self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape), rowmap)
+        self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape), rowmap, view)
         return name
 
     def viewed_leaf(self, i: int) -> tuple[Node, tuple[int, ...]] | None:
@@ -203,7 +204,7 @@ class Matcher:
             src = self.nodes[src.tensors["input"]]
         if src.kind not in ("input", "param") or src.dtype not in FLOATS:
             return None
-        if [d for d in src.shape if d != 1] != [d for d in n.shape if d != 1]:
+        if unit_view(tuple(src.shape), tuple(n.shape)) is None:
             return None
         return src, tuple(n.shape)
 
@@ -241,7 +242,8 @@ class Matcher:
                 src, shape = viewed
                 name = src.op if src.kind == "input" else "p_" + src.op.replace(".", "_")
                 return "@" + self._add_leaf(name, "input" if src.kind == "input" else "param",
-                                            src.op, shape, src.dtype, frame, k)
+                                            src.op, shape, src.dtype, frame, k,
+                                            view=unit_view(tuple(src.shape), shape) or ())
             if n.kind == "param" and n.op.startswith("_tensor_constant") and isinstance(
                     n.value, float):
                 return self.value_leaf(n.value)  # torch.tensor(self.c): the number itself

@@ -71,11 +71,15 @@ def attr_path(path: str) -> str:
 
 
 def source(lf: Leaf) -> str:
-    """The forward expression reading leaf ``lf`` as the model holds it."""
-    if lf.source == "input":
-        return lf.ref
-    if lf.source == "param":
-        return f"{attr_path(lf.ref)}.detach()"
+    """The forward expression reading leaf ``lf`` as the model holds it, through the view
+    the forward reads it with (:attr:`Leaf.view`)."""
+    if lf.source in ("input", "param"):
+        held = lf.ref if lf.source == "input" else attr_path(lf.ref)
+        expr = held if lf.source == "input" else f"{held}.detach()"
+        if lf.view:
+            dims = ", ".join("1" if i < 0 else f"{held}.shape[{i}]" for i in lf.view)
+            expr += f".view({dims}{',' if len(lf.view) == 1 else ''})"
+        return expr
     if lf.source == "const":
         return f"float({lf.ref})"
     if lf.source == "stage":  # a tensor an earlier kernel of the same forward wrote

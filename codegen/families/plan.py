@@ -41,6 +41,10 @@ class Leaf:
         rowmap: for kind "rowmap" (one value per index of some of the row dims: a per-channel
             or per-batch operand), (first, last, lead): it spans dims first .. last - 1 of
             the frame's ``lead`` row dims.
+        view: how ``shape`` is read from the tensor the model holds, where the forward reads
+            it through a view that only adds or drops size-1 dims (``x.unsqueeze(1)``, a
+            squeeze): per dim of ``shape``, the index of the tensor's dim it is, or -1 for a
+            size-1 dim the view adds (:func:`unit_view`); empty: the tensor as it is.
     """
 
     name: str
@@ -50,6 +54,31 @@ class Leaf:
     dtype: str = ""
     shape: tuple[int, ...] = ()
     rowmap: tuple[int, ...] = ()
+    view: tuple[int, ...] = ()
+
+
+def unit_view(held: tuple[int, ...], read: tuple[int, ...]) -> tuple[int, ...] | None:
+    """How a view that only adds or drops size-1 dims reads shape ``read`` from a tensor of
+    shape ``held`` (see :attr:`Leaf.view`): () where the shapes are the same, None where the
+    view does more than add or drop size-1 dims. Dims of equal size are matched in order, so
+    a dim of size 1 on both sides stays the tensor's own (it may be larger on other inputs)."""
+    if tuple(held) == tuple(read):
+        return ()
+    out: list[int] = []
+    i = 0
+    for d in read:
+        while i < len(held) and held[i] != d and held[i] == 1:
+            i += 1  # a size-1 dim the view drops
+        if i < len(held) and held[i] == d:
+            out.append(i)
+            i += 1
+        elif d == 1:
+            out.append(-1)  # a size-1 dim the view adds
+        else:
+            return None
+    if any(h != 1 for h in held[i:]):
+        return None
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

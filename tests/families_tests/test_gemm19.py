@@ -33,6 +33,9 @@ CHAINS = {
     "chain_mlp_fp32": [("gemm", "matmul"), ("gemm", "matmul")],
     "chain_mm_sum_dim0_fp32": [("gemm", "matmul"), ("strided", "sum")],
     "chain_mm_argmax_fp32": [("gemm", "matmul"), ("row", "argmax")],
+    # the norm reads the product through two unsqueezes (KernelBench L2 28's kind, 2026-12-07)
+    "chain_linear_instnorm_view_fp32": [("gemm", "matmul"), ("row", "layer_norm"),
+                                        ("pointwise", "pointwise")],
     # 4-d batched products (2026-12-03, seventh session): attention's [B, H, S, D]
     "chain_sdpa_fp32": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
     "chain_sdpa_fp16": [("gemm", "matmul"), ("row", "softmax"), ("gemm", "matmul")],
