@@ -8,7 +8,10 @@
 A tool for choosing knob defaults, not the evaluator: it renders the family's candidate for
 each setting (the default first; a setting is ``knob=value[,knob=value]``), imports it here
 (our own rendered code), checks the output against the task's reference (bf16 / fp16 within
-2e-2, fp32 within 1e-3 relative to the largest magnitude), and times ``--runs`` calls under the
+2e-2, fp32 within 1e-4 relative to the largest magnitude: a screen, not the evaluator's
+comparison; 1e-3 passed 3xTF32 kernels whose lo parts were lost), both models in the mode
+the task builds them in (a BatchNorm in training uses its batch's statistics, as the
+evaluator's reference does), and times ``--runs`` calls under the
 evaluator's protocol (CUDA events, the L2 flushed by a 256 MiB write and a GPU-side sleep before
 each, so the host's launch path is not timed); eager PyTorch on the same inputs is the last row. Prints one table per task; ``--json`` writes the rows. A setting that
 crashes on the GPU (an illegal address) leaves the CUDA context unusable, so the settings
@@ -67,11 +70,11 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
     tag = Path(task).stem.replace(".", "_") if task.endswith(".py") else task
     tmod = _load(fd.task_path(task), f"task_{tag}")
     torch.manual_seed(0)
-    ref = tmod.Model(*tmod.get_init_inputs()).cuda().eval()
+    ref = tmod.Model(*tmod.get_init_inputs()).cuda()  # the task's own mode, as the evaluator
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in tmod.get_inputs()]
     with torch.no_grad():
         want = ref(*inputs).float()
-    tol = 1e-3 if want.dtype == torch.float32 and inputs[0].dtype == torch.float32 else 2e-2
+    tol = 1e-4 if want.dtype == torch.float32 and inputs[0].dtype == torch.float32 else 2e-2
     from cutegen.codegen._timing import Timer
 
     timer = Timer(flush_mb=256)
@@ -84,7 +87,7 @@ def sweep(task: str, settings, runs: int, once: bool) -> list[dict]:
         row = {"task": task, "setting": label}
         try:
             cmod = _load(path, f"cand_{tag}_{len(rows)}")
-            model = cmod.ModelNew(*tmod.get_init_inputs()).cuda().eval()
+            model = cmod.ModelNew(*tmod.get_init_inputs()).cuda()
             model.load_state_dict(ref.state_dict())
             with torch.no_grad():
                 got = model(*inputs).float()
