@@ -103,7 +103,10 @@ packed input stored once, in fp32, loaded once a block, the consumer warp groups
 their rows in shared memory, A_hi written back in place and the lo parts into the stage's
 second A buffer: half the A bytes of the blocked stages again, and the input's pack writes 4
 bytes a value instead of 8; GemmKernel's ``split_a``. As first written, the tensor cores read
-the raw words as A_hi: wrong on an H100, 2026-12-07; the fixed kernel is not yet run) and
+the raw words as A_hi; with that fixed, still 1xTF32-accurate on an H100 (2026-12-07, every
+split-A case ~1.3e-4 rmse): the input's tensor map was a tf32 one, and TMA rounds each value
+to tf32 as it loads it, so the lo parts were all zero; it is now an fp32 map (the kernel
+not yet run since) and
 ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 
