@@ -40,21 +40,30 @@
 #                  .kb and .bench/bench_kbbf16.tar.xz)                                   n x ~9
 #   conv-split-a   split A (knob split_a: the conv's input stored once in fp32, its hi and lo
 #                  parts made in shared memory; wrong on an H100 as first written, fixed in
-#                  the fortieth session, not run since): its GPU cases,
+#                  the fortieth session, still 1xTF32-accurate on an H100 on 2026-12-07
+#                  (the input's tf32 tensor map rounded it as TMA loaded it), the map fp32
+#                  since, not run): its GPU cases,
 #                  then sweeps against the blocked default on KernelBench L1 65, 57, 62, 55,
 #                  L2 10 and conv2d_fp32 (carry .kb)                                   ~8
 #   wgmma-window   tools/wgmma_window_probe.py on the GPU: tf32 WGMMAs reading A as windows
 #                  at any row of an unswizzled buffer, and a halo tile brought in by one
 #                  TMA box read by a 3x3 filter's nine taps (a halo-tile conv's questions) ~1
 #   outer-bcast    an outer broadcast's pointwise kernel walking rows of several trailing dims
-#                  ((B, 1) + (1, C, 1, 1) -> (1, C, B, 1); fortieth session, not yet run): its
-#                  GPU cases, then KernelBench L2 75's candidate timed (carry .kb)        ~5
-#   tails-41       the forty-first and -second sessions' tail changes (never run): a
+#                  ((B, 1) + (1, C, 1, 1) -> (1, C, B, 1); fortieth session; H100,
+#                  2026-12-07: 6 cases passed, L2 75 correct at 1,574 us, eager 3,027):
+#                  its GPU cases, then KernelBench L2 75's candidate timed (carry .kb)    ~5
+#   tails-41       the forty-first and -second sessions' tail changes (run on an H100,
+#                  2026-12-07: 17 GPU cases passed, ten tasks correct): a
 #                  (log-)softmax over 64 channels or fewer from registers, over more in an
 #                  online pass, BatchNorm's ranges chosen for full waves, a GroupNorm or
 #                  BatchNorm applied by the pool or reduction after it: their GPU
 #                  cases, then KernelBench L2 49, 15, 6, 91, 85, 11, 72, 77, 27, 79 through
 #                  the CLI (carry .kb)                                                  ~10
+#   leaf-views     tensors read through views that add or drop size-1 dims, handed to the
+#                  kernels in the forward's shape (forty-third session, not yet run; L2 28
+#                  was wrong on an H100 before): the chain's GPU case, then the KernelBench
+#                  problems whose candidates it changed, L2 28, 55, 98, 89, L1 4, 12
+#                  through the CLI (carry .kb)                                           ~6
 #   mish           Mish as one exp and a division (thirty-eighth session; KernelBench L2 4's
 #                  conv kernel 9,280 -> 6,800 SASS instructions): the GPU cases with a Mish,
 #                  the conv sweep of L2 4, then L2 4, 29, 47, 87 through the CLI (carry .kb) ~9
@@ -743,8 +752,10 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       else
         echo "== $s: no .kb/level1 (carry .kb)" | tee -a "$out/steps.log"
       fi ;;
-    conv-split-a)  # split A (thirty-eighth session, never run on a GPU): correctness
-      # first (a wrong lo buffer shows as wrong outputs, a bad barrier as a hang), then time
+    conv-split-a)  # split A (thirty-eighth session; H100 2026-12-07: every case 1xTF32-
+      # accurate, the input's tf32 tensor map rounding each value as TMA loaded it; an fp32
+      # map since, not run): correctness first (a lost lo part shows as ~1e-4 errors, a bad
+      # barrier as a hang), then time (conv_sweep screens fp32 at 1e-4 since)
       step split_a_gpu 330 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
         -p no:cacheprovider -k "split_a"
       for t in $(ls .kb/level1/65_*.py .kb/level1/57_*.py .kb/level1/62_*.py \
@@ -771,6 +782,12 @@ lts__t_sector_hit_rate.pct,gpu__time_duration.sum,dram__throughput.avg.pct_of_pe
       step tails_41_gpu 420 $py -m pytest -m gpu tests/families_tests/test_conv_gpu.py -q -n 3 \
         -p no:cacheprovider -k "softmax or batchnorm or groupnorm"
       kb_once kb_tails_41 600 2 49,15,6,91,85,11,72,77,27,79 ;;
+    leaf-views)  # Leaf.view (forty-third session): a row op's columns counted on the shape
+      # the op reads (L2 28 normalised its whole product as one row on an H100)
+      step leaf_views_gpu 200 $py -m pytest -m gpu tests/families_tests/test_gemm19.py -q \
+        -p no:cacheprovider -k "instnorm"
+      kb_once kb_leaf_views_l2 400 2 28,55,98,89
+      kb_once kb_leaf_views_l1 200 1 4,12 ;;
     mish)  # Mish as x * p / (p + 2), p = e (e + 2), e = exp(min(x, 20)) (thirty-eighth
       # session, not yet run on a GPU): correctness where a chain has a Mish, then its time
       step mish_gpu 300 $py -m pytest -m gpu tests/families_tests/test_families_gpu.py \

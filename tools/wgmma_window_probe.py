@@ -34,7 +34,12 @@ is off by the values' own size), each probe in a child process with a time limit
 Found on an H100 (2026-12-07): the windows are read as laid out (max error 3.2e-5 of values
 up to 45.7); the halo probe hung (no result in 100 s). ``HaloThreadsProbe`` (the same box
 copied in by the threads) was added after that run, to tell a TMA load that never completes
-its barrier from a wrong window.
+its barrier from a wrong window. Run again on an H100 (2026-12-07, forty-third session): the
+windows as laid out again (3.2e-5 of 45.7), the threads' halo too (max error 5.1e-5 of values
+up to 65.5), the TMA halo hung again (no result in 40 s): the windows of a halo tile serve,
+and the one TMA box load (4, WB, HB, KC) is what never completes its barrier (not yet
+understood: the box, its merged (4, W) mode, the shared buffer's alignment and the expected
+byte count are the suspects).
 
 A development probe, not part of the evaluator or of any candidate.
 """
