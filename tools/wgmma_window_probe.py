@@ -38,8 +38,9 @@ its barrier from a wrong window. Run again on an H100 (2026-12-07, forty-third s
 windows as laid out again (3.2e-5 of 45.7), the threads' halo too (max error 5.1e-5 of values
 up to 65.5), the TMA halo hung again (no result in 40 s): the windows of a halo tile serve,
 and the one TMA box load (4, WB, HB, KC) is what never completes its barrier (not yet
-understood: the box, its merged (4, W) mode, the shared buffer's alignment and the expected
-byte count are the suspects).
+understood then). The PTX says why: the copy sat under ``if tidx == 0`` and the DSL's TMA
+copy elects its issuing lane with ``elect.sync`` over the full warp, which one lane alone
+never completes; the whole warp issues it now (not yet run on a GPU).
 
 A development probe, not part of the evaluator or of any candidate.
 """
@@ -233,6 +234,10 @@ class HaloProbe(_HaloBuffers):
                                          cute.group_modes(g_tile, 0, 4))
         if tidx == 0:
             cute.arch.mbarrier_arrive_and_expect_tx(bar, 4 * 4 * WB * HB * KC)
+        # the whole warp issues the copy: the DSL's TMA copy elects one lane with an
+        # elect.sync over all 32, which a copy under ``tidx == 0`` reached with one lane
+        # alone (the hang on an H100, twice)
+        if tidx // 32 == 0:
             cute.copy(tma, t_g, t_s, tma_bar_ptr=bar)
         cute.arch.mbarrier_wait(bar, 0)
         cute.arch.fence_proxy("async.shared", space="cta")
