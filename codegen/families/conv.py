@@ -104,9 +104,10 @@ their rows in shared memory, A_hi written back in place and the lo parts into th
 second A buffer: half the A bytes of the blocked stages again, and the input's pack writes 4
 bytes a value instead of 8; GemmKernel's ``split_a``. As first written, the tensor cores read
 the raw words as A_hi; with that fixed, still 1xTF32-accurate on an H100 (2026-12-07, every
-split-A case ~1.3e-4 rmse): the input's tensor map was a tf32 one, and TMA rounds each value
-to tf32 as it loads it, so the lo parts were all zero; it is now an fp32 map (the kernel
-not yet run since) and
+split-A case ~1.3e-4 rmse, as if every lo part were zero): the input's tensor map was a
+tf32 one, and TMA most likely rounds each value to tf32 as it loads through such a map (the
+PTX shows nothing else that would drop the lo parts); it is now an fp32 map (not yet run
+on a GPU, so the cause is not confirmed) and
 ``fast_math`` where a bf16 / fp16 epilogue has transcendentals.
 """
 

@@ -265,9 +265,10 @@ def test_conv_compiles_to_the_sass_we_design_for(index, compiled):
         sts = [sum(n for op, n in o.items() if op.startswith("STS")) for o in (b_ops, ops)]
         assert sts[1] - sts[0] >= 2 * (ops.get("LDS", 0) - b_ops.get("LDS", 0)), (sts, ops)
         assert values["block_stages"] and conv[0].get("frame", 0) == 0, conv[0]  # no spills
-        # the input's tensor map is an fp32 one: TMA rounds what a tf32 map loads to tf32,
-        # which left every lo part zero (1xTF32 errors on an H100, 2026-12-07). The kernel's
-        # name spells its first copy atom's (the input's TMA load's) value type.
+        # the input's tensor map is an fp32 one: through a tf32 map every lo part came out
+        # zero on an H100 (1xTF32 errors, 2026-12-07; most likely TMA rounding what it
+        # loads to tf32). The kernel's name spells its first copy atom's (the input's TMA
+        # load's) value type.
         name = next(n for n in kernels if "ConvKernel" in n and "Pack" not in n)
         assert re.findall(r"Valuetype([a-z0-9]+)", name)[:1] == ["f32"], name
 
