@@ -192,10 +192,11 @@ class Matcher:
         self.leaves[name] = Leaf(name, source, ref, kind, dtype, tuple(shape), rowmap, view)
         return name
 
-    def viewed_leaf(self, i: int) -> tuple[Node, tuple[int, ...]] | None:
-        """(the leaf, the shape it is read with) when node i is a view of a forward argument
-        or parameter that only adds or drops size-1 dims (``w.view(1, -1, 1, 1)``,
-        ``b.unsqueeze(0)``): the same values in the same order, broadcast by that shape."""
+    def viewed_leaf(self, i: int) -> tuple[Node, tuple[int, ...], tuple[int, ...]] | None:
+        """(the leaf, the shape it is read with, how: :func:`unit_view`) when node i is a
+        view of a forward argument or parameter that only adds or drops size-1 dims
+        (``w.view(1, -1, 1, 1)``, ``b.unsqueeze(0)``): the same values in the same order,
+        broadcast by that shape."""
         n = self.nodes[i]
         if n.kind != "call" or n.op != "view" or "input" not in n.tensors:
             return None
@@ -204,9 +205,10 @@ class Matcher:
             src = self.nodes[src.tensors["input"]]
         if src.kind not in ("input", "param") or src.dtype not in FLOATS:
             return None
-        if unit_view(tuple(src.shape), tuple(n.shape)) is None:
+        view = unit_view(tuple(src.shape), tuple(n.shape))
+        if view is None:
             return None
-        return src, tuple(n.shape)
+        return src, tuple(n.shape), view
 
     def input_value(self, name: str) -> str:
         """The reference of a number passed to ``forward`` (read at run time)."""
@@ -239,11 +241,10 @@ class Matcher:
             n = self.nodes[i]
             viewed = self.viewed_leaf(i)
             if viewed is not None and i not in passthrough:
-                src, shape = viewed
+                src, shape, view = viewed
                 name = src.op if src.kind == "input" else "p_" + src.op.replace(".", "_")
                 return "@" + self._add_leaf(name, "input" if src.kind == "input" else "param",
-                                            src.op, shape, src.dtype, frame, k,
-                                            view=unit_view(tuple(src.shape), shape) or ())
+                                            src.op, shape, src.dtype, frame, k, view=view)
             if n.kind == "param" and n.op.startswith("_tensor_constant") and isinstance(
                     n.value, float):
                 return self.value_leaf(n.value)  # torch.tensor(self.c): the number itself
